@@ -1,0 +1,440 @@
+"""The ``orch`` command line: plan, submit, status, run, sql, sites, workloads, db.
+
+Each command is a thin edge over one stage module. A mistake in the user's input
+prints one line (``error: file:line: field: what was expected``) and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, sessionmaker
+
+from orchestrator import __version__, paths
+from orchestrator.db.engine import open_database, redact
+from orchestrator.errors import UserError
+from orchestrator.follow import ACTIVE, poll_once, state_counts
+from orchestrator.output import console, err_console, print_json, print_rows, print_table
+from orchestrator.plan import PlannedRun, plan_sweep, record_plan
+from orchestrator.submit import Executors, submit_runs
+from orchestrator.sweep import parse_sweep
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
+                  help="Benchmark campaigns of AI workloads on HPC sites: one sweep file to SQL rows.\n\n"
+                       "Quick start: [bold]orch run examples/quickstart.yaml --site local[/bold]")
+sites_app = typer.Typer(no_args_is_help=True, help="Site profiles: list and show.")
+workloads_app = typer.Typer(no_args_is_help=True, help="Benchmark programs: list and show.")
+db_app = typer.Typer(no_args_is_help=True, help="The results database.")
+sandbox_app = typer.Typer(no_args_is_help=True, help="A real Slurm cluster on this machine (needs root).")
+app.add_typer(sites_app, name="sites")
+app.add_typer(workloads_app, name="workloads")
+app.add_typer(db_app, name="db")
+app.add_typer(sandbox_app, name="sandbox")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
+
+
+@dataclass
+class Context:
+    db_url: str
+    sites_dirs: list[Path]
+    state_dir: Path
+    _sessions: sessionmaker[Session] | None = None
+
+    @property
+    def sessions(self) -> sessionmaker[Session]:
+        if self._sessions is None:
+            self._sessions = open_database(self.db_url)
+        return self._sessions
+
+    def executors(self) -> Executors:
+        return Executors(self.state_dir, self.sites_dirs)
+
+
+def ctx_obj(ctx: typer.Context) -> Context:
+    return ctx.ensure_object(Context)  # type: ignore[no-any-return]
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    db: Annotated[Optional[str], typer.Option("--db", envvar="ORCH_DB_URL", show_envvar=True,
+                                              help="Database URL (default: sqlite under .orch/ here).")] = None,
+    sites_dir: Annotated[Optional[list[Path]], typer.Option(
+        "--sites-dir", help="Extra directory of site YAML files (before $ORCH_SITES_PATH and the built-in ones).")] = None,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    if version:
+        console.print(f"orch {__version__}")
+        raise typer.Exit()
+    state = paths.state_dir()
+    ctx.obj = Context(db_url=db or paths.default_db_url(), sites_dirs=list(sites_dir or []), state_dir=state)
+
+
+# ---------------------------------------------------------------- plan
+
+def _plan_rows(plans: list[PlannedRun]) -> tuple[list[str], list[list[object]]]:
+    columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "nodes",
+               "queue", "status", "new", "reason"]
+    rows: list[list[object]] = []
+    for p in plans:
+        s, placement = p.spec, p.resolved.placement
+        params = dict(s.params)
+        for axis in ("strategy", "batch_size", "seq_len"):
+            if getattr(s, axis) is not None:
+                params[axis] = getattr(s, axis)
+        if s.repeat:
+            params["repeat"] = s.repeat
+        rows.append([s.id, s.experiment, s.workload, s.site + (f":{s.system}" if s.system else ""), s.devices,
+                     s.precision, " ".join(f"{k}={v}" for k, v in params.items()),
+                     placement.nodes if placement else None, placement.queue if placement else None,
+                     p.status, p.new, p.resolved.skip_reason or ""])
+    return columns, rows
+
+
+@app.command()
+def plan(
+    ctx: typer.Context,
+    sweep_file: Annotated[Path, typer.Argument(help="The sweep YAML file.")],
+    show: Annotated[bool, typer.Option("--show", help="Print each rendered batch script.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and resolve; record nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Expand a sweep into runs, resolve each on its site, render its script and record it.
+
+    Re-planning the same sweep adds nothing twice. Runs a site cannot do are kept as
+    [bold]skipped[/bold] with the reason.
+    """
+    c = ctx_obj(ctx)
+    loaded = parse_sweep(sweep_file)
+    plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
+    new = 0 if dry_run else record_plan(c.sessions, loaded, plans)
+    columns, rows = _plan_rows(plans)
+    if as_json:
+        print_json({"sweep": loaded.sweep.name, "new": new, "runs": [dict(zip(columns, r)) for r in rows],
+                    **({"scripts": {p.spec.id: p.script for p in plans}} if show else {})})
+        return
+    print_table(columns, rows, title=f"sweep {loaded.sweep.name}")
+    if show:
+        for p in plans:
+            if p.script:
+                console.rule(f"{p.spec.id}  {p.files.script}")
+                console.print(p.script, markup=False, highlight=False)
+    skipped = sum(1 for p in plans if p.resolved.skipped)
+    verb = "would plan" if dry_run else "planned"
+    console.print(f"{len(plans)} runs: {len(plans) - skipped} runnable, {skipped} skipped; "
+                  f"{verb} {new if not dry_run else sum(p.new for p in plans)} new.")
+
+
+# ---------------------------------------------------------------- submit / status / run
+
+@app.command()
+def submit(
+    ctx: typer.Context,
+    site: Annotated[Optional[str], typer.Option("--site", help="Only runs on this site.")] = None,
+    sweep: Annotated[Optional[str], typer.Option("--sweep", help="Only runs of this sweep (its name).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be submitted.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Submit planned runs to their site's scheduler (each run exactly once)."""
+    c = ctx_obj(ctx)
+    report = submit_runs(c.sessions, c.executors(), site=site, sweep=sweep, dry_run=dry_run)
+    if as_json:
+        print_json({"submitted": [{"run_id": r, "job_id": j} for r, j in report.submitted],
+                    "failed": [{"run_id": r, "reason": why} for r, why in report.failed],
+                    "would_submit": report.would_submit, "scheduler_calls": report.calls})
+        return
+    if dry_run:
+        console.print(f"would submit {len(report.would_submit)} run(s)")
+        for run_id in report.would_submit:
+            console.print(f"  {run_id}")
+        return
+    console.print(f"submitted {len(report.submitted)} run(s)" +
+                  (f"; {len(report.failed)} refused" if report.failed else ""))
+    for run_id, why in report.failed:
+        err_console.print(f"  {run_id}: {why}", markup=False)
+
+
+def _print_counts(counts: dict[str, int], as_json: bool) -> None:
+    if as_json:
+        print_json({"counts": counts, "total": sum(counts.values())})
+        return
+    order = ["planned", "skipped", "submitting", "submitted", "running", "retry", "finished", "failed", "cancelled"]
+    keys = [k for k in order if k in counts] + sorted(k for k in counts if k not in order)
+    print_table(["state", "runs"], [[k, counts[k]] for k in keys] + [["total", sum(counts.values())]])
+
+
+def _follow(c: Context, executors: Executors, sweep: str | None, site: str | None, interval: float,
+            watch: bool, quiet: bool = False, resubmit: bool = True) -> None:
+    """Poll until nothing is active (watch) or once; retries are resubmitted as they appear."""
+    def snapshot() -> tuple[int, int]:
+        counts = state_counts(c.sessions, sweep, site)
+        total = sum(v for k, v in counts.items() if k != "skipped")
+        done = sum(counts.get(k, 0) for k in ("finished", "failed", "cancelled"))
+        return done, total
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=err_console,
+                  disable=quiet or not watch, transient=False) as progress:
+        task = progress.add_task("runs", total=1, detail="")
+        while True:
+            report = poll_once(c.sessions, executors)
+            if resubmit:
+                submit_runs(c.sessions, executors, site=site, sweep=sweep, run_ids=_retry_ids(c, sweep, site))
+            done, total = snapshot()
+            counts = state_counts(c.sessions, sweep, site)
+            detail = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+            progress.update(task, total=max(total, 1), completed=done, detail=detail)
+            active = sum(counts.get(k, 0) for k in ("submitting", "submitted", "running", "retry"))
+            if not watch or (active == 0 and report.active == 0):
+                return
+            time.sleep(interval)
+
+
+def _retry_ids(c: Context, sweep: str | None, site: str | None) -> list[str]:
+    from sqlalchemy import select
+
+    from orchestrator.db.models import Run
+
+    with c.sessions() as session:
+        query = select(Run.id).where(Run.status == "retry")
+        if sweep:
+            query = query.where(Run.sweep == sweep)
+        if site:
+            query = query.where(Run.site == site)
+        return list(session.scalars(query))
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    sweep: Annotated[Optional[str], typer.Option("--sweep", help="Only this sweep.")] = None,
+    site: Annotated[Optional[str], typer.Option("--site", help="Only this site.")] = None,
+    watch: Annotated[bool, typer.Option("--watch", help="Keep following until no run is active.")] = False,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between polls with --watch.")] = 5.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Follow submitted runs: ask the scheduler (one query per site), collect metrics, retry by policy."""
+    c = ctx_obj(ctx)
+    _follow(c, c.executors(), sweep, site, interval, watch, quiet=as_json)
+    _print_counts(state_counts(c.sessions, sweep, site), as_json)
+
+
+SUMMARY_COLUMNS = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "status",
+                   "failure_class", "tflops", "tokens_per_s", "step_time_s", "peak_mem_gb"]
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    sweep_file: Annotated[Path, typer.Argument(help="The sweep YAML file.")],
+    site: Annotated[Optional[str], typer.Option("--site", help="Only runs on this site.")] = None,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between polls.")] = 2.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Plan, submit and follow a sweep to the end, then print its results."""
+    c = ctx_obj(ctx)
+    loaded = parse_sweep(sweep_file)
+    plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
+    new = record_plan(c.sessions, loaded, plans)
+    name = loaded.sweep.name
+    if not as_json:
+        skipped = sum(1 for p in plans if p.resolved.skipped)
+        err_console.print(f"sweep {name}: {len(plans)} runs ({skipped} skipped), {new} new; db {redact(c.db_url)}")
+    executors = c.executors()
+    report = submit_runs(c.sessions, executors, site=site, sweep=name)
+    for run_id, why in report.failed:
+        err_console.print(f"  refused {run_id}: {why}", markup=False)
+    _follow(c, executors, name, site, interval, watch=True, quiet=as_json)
+    with c.sessions() as session:
+        sql = ("SELECT run_id, experiment, workload, site, devices, precision, params, status, failure_class, "
+               "tflops, tokens_per_s, step_time_s, peak_mem_gb FROM results r WHERE sweep = :sweep "
+               "AND attempt = (SELECT MAX(attempt) FROM results r2 WHERE r2.run_id = r.run_id)"
+               + (" AND site = :site" if site else "") + " ORDER BY experiment, workload, devices, precision, run_id")
+        rows = [list(r) for r in session.execute(text(sql), {"sweep": name, "site": site})]
+    print_rows(SUMMARY_COLUMNS, rows, "json" if as_json else "table", title=f"results of {name}")
+    if any(r[7] != "completed" for r in rows):
+        raise typer.Exit(1)
+
+
+# ---------------------------------------------------------------- sql
+
+@app.command()
+def sql(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help='SQL to run, e.g. "SELECT * FROM results".')],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
+) -> None:
+    """Run a SQL query on the results database (the [bold]results[/bold] view is the public surface)."""
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--format: expected table, csv or json, got {fmt!r}")
+    c = ctx_obj(ctx)
+    with c.sessions() as session:
+        try:
+            result = session.execute(text(query))
+        except DBAPIError as exc:
+            raise UserError(f"SQL error: {str(exc.orig).splitlines()[0]}") from None
+        if not result.returns_rows:
+            session.commit()
+            console.print(f"ok ({result.rowcount} row(s) affected)")
+            return
+        columns = list(result.keys())
+        rows = [list(r) for r in result]
+    print_rows(columns, rows, fmt)
+
+
+# ---------------------------------------------------------------- sites / workloads / db
+
+@sites_app.command("list")
+def sites_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Every site profile on the search path."""
+    from orchestrator.sites import available_sites, find_site_file, load_site
+
+    c = ctx_obj(ctx)
+    rows = []
+    for name in available_sites(c.sites_dirs):
+        profile = load_site(name, c.sites_dirs)
+        rows.append([name, profile.scheduler, profile.device.model, profile.device.per_node, profile.max_nodes,
+                     ", ".join(q.name for q in profile.queues), ", ".join(profile.systems),
+                     str(find_site_file(name, c.sites_dirs))])
+    columns = ["site", "scheduler", "device", "devices_per_node", "max_nodes", "queues", "systems", "file"]
+    print_rows(columns, rows, "json" if as_json else "table")
+
+
+@sites_app.command("show")
+def sites_show(ctx: typer.Context, site: Annotated[str, typer.Argument(help="site or site:system")],
+               as_json: JsonOpt = False) -> None:
+    """One site's profile, validated, with its systems' overrides applied when named."""
+    from orchestrator.sites import load_site
+
+    profile = load_site(site, ctx_obj(ctx).sites_dirs)
+    data = profile.model_dump(mode="json")
+    if as_json:
+        print_json(data)
+    else:
+        import yaml
+
+        console.print(yaml.safe_dump(data, sort_keys=False), markup=False, highlight=False)
+
+
+@workloads_app.command("list")
+def workloads_list(as_json: JsonOpt = False) -> None:
+    """Every workload orch can run."""
+    from workloads.registry import WORKLOADS
+
+    rows = [[w.name, w.module, ", ".join(sorted(w.axes)), ", ".join(w.strategies), w.distributed, w.summary]
+            for w in WORKLOADS.values()]
+    print_rows(["workload", "module", "axes", "strategies", "distributed", "summary"], rows,
+               "json" if as_json else "table")
+
+
+@workloads_app.command("show")
+def workloads_show(name: str, as_json: JsonOpt = False) -> None:
+    """A workload's parameters, defaults and help."""
+    from workloads import registry
+
+    try:
+        workload = registry.get(name)
+    except KeyError as exc:
+        raise UserError(str(exc.args[0])) from None
+    rows = [[p.name, p.type.__name__, p.default, ", ".join(map(str, p.choices or ())), p.help] for p in workload.params]
+    if as_json:
+        print_json({"name": workload.name, "module": workload.module, "summary": workload.summary,
+                    "axes": sorted(workload.axes), "strategies": list(workload.strategies),
+                    "precisions": list(workload.precisions),
+                    "params": [dict(zip(["name", "type", "default", "choices", "help"], r)) for r in rows]})
+        return
+    console.print(f"[bold]{workload.name}[/bold] ({workload.module}): {workload.summary}")
+    print_table(["param", "type", "default", "choices", "help"], rows)
+
+
+@db_app.command("upgrade")
+def db_upgrade(ctx: typer.Context) -> None:
+    """Apply the database migrations (safe to repeat)."""
+    from orchestrator.db.engine import current_revision, make_engine, upgrade
+
+    c = ctx_obj(ctx)
+    engine = make_engine(c.db_url)
+    before = current_revision(engine)
+    upgrade(engine)
+    console.print(f"{redact(c.db_url)}: {before or 'empty'} -> {current_revision(engine)}")
+
+
+@db_app.command("url")
+def db_url(ctx: typer.Context) -> None:
+    """The database orch would use here (password hidden)."""
+    console.print(redact(ctx_obj(ctx).db_url))
+
+
+# ---------------------------------------------------------------- sandbox
+
+@sandbox_app.command("up")
+def sandbox_up(like: Annotated[Optional[str], typer.Option("--like", help="Configure as a twin of this site.")] = None,
+               as_json: JsonOpt = False) -> None:
+    """Bring up (idempotently) a Slurm cluster here: slurmctld, 4 slurmd nodes with gres gpu:4, slurmdbd."""
+    from orchestrator import sandbox
+
+    _print_sandbox(sandbox.up(like=like), as_json)
+
+
+@sandbox_app.command("down")
+def sandbox_down() -> None:
+    """Stop the sandbox cluster's daemons."""
+    from orchestrator import sandbox
+
+    sandbox.down()
+    console.print("sandbox stopped")
+
+
+@sandbox_app.command("status")
+def sandbox_status(as_json: JsonOpt = False) -> None:
+    """What of the sandbox cluster is running."""
+    from orchestrator import sandbox
+
+    _print_sandbox(sandbox.status(), as_json)
+
+
+def _print_sandbox(state: object, as_json: bool) -> None:
+    from dataclasses import asdict, is_dataclass
+
+    data = asdict(state) if is_dataclass(state) and not isinstance(state, type) else {"status": str(state)}
+    if as_json:
+        print_json(data)
+    else:
+        print_table(["what", "state"], [[k, json.dumps(v, default=str) if isinstance(v, (list, dict)) else v]
+                                        for k, v in data.items()])
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        err_console.print(f"error: {exc}", markup=False, highlight=False)
+        raise SystemExit(exc.exit_code)
+    except typer.Exit as exc:
+        raise SystemExit(exc.exit_code)
+    except typer.Abort:
+        err_console.print("aborted")
+        raise SystemExit(130)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: nothing is lost; `orch status` picks up where this stopped")
+        raise SystemExit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            raise SystemExit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

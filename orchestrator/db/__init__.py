@@ -1,0 +1,1 @@
+"""The results database: models, connection, migrations and the writes each stage makes."""

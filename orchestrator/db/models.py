@@ -1,0 +1,139 @@
+"""SQLAlchemy models. The public surface for users is the ``results`` view (db/views)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class SweepRecord(Base):
+    """A sweep file as it was planned: the text is kept, so every result leads back to it."""
+
+    __tablename__ = "sweeps"
+    __table_args__ = (UniqueConstraint("name", "content_hash"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    path: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    content: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Run(Base):
+    """One concrete run of a sweep: spec, placement and rendered script."""
+
+    __tablename__ = "runs"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"), index=True)
+    sweep: Mapped[str] = mapped_column(String(200), index=True)
+    experiment: Mapped[str] = mapped_column(String(200))
+    workload: Mapped[str] = mapped_column(String(100))
+    site: Mapped[str] = mapped_column(String(100), index=True)
+    system: Mapped[str | None] = mapped_column(String(100))
+    # planned | skipped | submitting | submitted | running | finished | failed | cancelled
+    status: Mapped[str] = mapped_column(String(20), index=True)
+    skip_reason: Mapped[str | None] = mapped_column(Text)
+    devices: Mapped[int] = mapped_column(Integer)
+    nodes: Mapped[int | None] = mapped_column(Integer)
+    tasks_per_node: Mapped[int | None] = mapped_column(Integer)
+    queue: Mapped[str | None] = mapped_column(String(100))
+    precision: Mapped[str] = mapped_column(String(10))
+    strategy: Mapped[str | None] = mapped_column(String(40))
+    batch_size: Mapped[int | None] = mapped_column(Integer)
+    seq_len: Mapped[int | None] = mapped_column(Integer)
+    repeat: Mapped[int] = mapped_column(Integer, default=0)
+    params: Mapped[str] = mapped_column(Text, default="{}")  # JSON text
+    spec: Mapped[str] = mapped_column(Text)  # JSON text of the whole RunSpec
+    walltime_s: Mapped[int] = mapped_column(Integer)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=1)
+    retry_on: Mapped[str] = mapped_column(Text, default="[]")  # JSON list of failure classes
+    device_type: Mapped[str | None] = mapped_column(String(20))
+    device_model: Mapped[str | None] = mapped_column(String(100))
+    peak_tflops: Mapped[float | None] = mapped_column(Float)
+    scheduler: Mapped[str | None] = mapped_column(String(20))
+    script_hash: Mapped[str | None] = mapped_column(String(64))
+    script: Mapped[str | None] = mapped_column(Text)
+    run_dir: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+    attempts: Mapped[list["Attempt"]] = relationship(back_populates="run", order_by="Attempt.number")
+
+
+class Attempt(Base):
+    """One submission of a run. The row is written before the scheduler call (state
+    ``submitting``) and the job id after it, so an interrupted submit can be repaired."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("run_id", "number"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    # submitting | pending | running | completed | failed
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    failure_class: Mapped[str | None] = mapped_column(String(30))
+    reason: Mapped[str | None] = mapped_column(Text)
+    scheduler: Mapped[str] = mapped_column(String(20))
+    job_id: Mapped[str | None] = mapped_column(String(100), index=True)
+    job_name: Mapped[str] = mapped_column(String(200))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    node_list: Mapped[str | None] = mapped_column(Text)
+    elapsed_s: Mapped[float | None] = mapped_column(Float)
+    max_rss_mb: Mapped[float | None] = mapped_column(Float)
+    submitted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    run: Mapped[Run] = relationship(back_populates="attempts")
+    metrics: Mapped["Metrics | None"] = relationship(back_populates="attempt")
+
+
+class Environment(Base):
+    """A software environment as a workload reported it, stored once per distinct content."""
+
+    __tablename__ = "environments"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    python: Mapped[str | None] = mapped_column(String(50))
+    torch: Mapped[str | None] = mapped_column(String(50))
+    cuda: Mapped[str | None] = mapped_column(String(50))
+    hostname: Mapped[str | None] = mapped_column(String(200))
+    data: Mapped[str] = mapped_column(Text)  # JSON text
+
+
+class Metrics(Base):
+    """The headline figures of one attempt as columns, and the whole metrics file as JSON."""
+
+    __tablename__ = "metrics"
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id"), primary_key=True)
+    environment_id: Mapped[int | None] = mapped_column(ForeignKey("environments.id"))
+    schema: Mapped[str] = mapped_column(String(40))
+    device_model: Mapped[str | None] = mapped_column(String(200))
+    world_size: Mapped[int | None] = mapped_column(Integer)
+    tokens_per_s: Mapped[float | None] = mapped_column(Float)
+    samples_per_s: Mapped[float | None] = mapped_column(Float)
+    tflops: Mapped[float | None] = mapped_column(Float)
+    tflops_per_device: Mapped[float | None] = mapped_column(Float)
+    mfu: Mapped[float | None] = mapped_column(Float)
+    peak_mem_gb: Mapped[float | None] = mapped_column(Float)
+    step_time_s: Mapped[float | None] = mapped_column(Float)
+    step_time_p50_s: Mapped[float | None] = mapped_column(Float)
+    step_time_p90_s: Mapped[float | None] = mapped_column(Float)
+    step_time_std_s: Mapped[float | None] = mapped_column(Float)
+    epoch_time_s: Mapped[float | None] = mapped_column(Float)
+    bandwidth_gbs: Mapped[float | None] = mapped_column(Float)
+    raw: Mapped[str] = mapped_column(Text)  # the metrics file as ingested
+    ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    attempt: Mapped[Attempt] = relationship(back_populates="metrics")

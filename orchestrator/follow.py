@@ -1,0 +1,148 @@
+"""Stage 8: active jobs followed (one batched query per site per poll), classified and collected.
+
+A state machine per attempt: submitting -> pending -> running -> completed | failed.
+An attempt stuck in ``submitting`` (the submitting process died between the intent
+and the job id) is repaired from the scheduler by job name, or handed back to
+``planned`` when the scheduler never saw it. A failed attempt whose class the
+sweep's retry policy names is retried while attempts remain.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from orchestrator.db.models import Attempt, Run
+from orchestrator.executors import FailureClass, JobInfo, JobState
+from orchestrator.ingest import read_metrics, store_metrics
+from orchestrator.render import RunFiles
+from orchestrator.submit import Executors
+
+ACTIVE = ("submitting", "pending", "running")
+# How long an intent without a job id may wait for the scheduler to show the job.
+SUBMIT_GRACE = timedelta(seconds=60)
+
+
+@dataclass
+class PollReport:
+    ended: int = 0
+    ingested: int = 0
+    retried: int = 0
+    repaired: int = 0
+    returned_to_plan: int = 0
+    active: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _repair_intents(session: Session, executors: Executors, report: PollReport, now: datetime) -> None:
+    intents = list(session.scalars(select(Attempt).where(Attempt.state == "submitting", Attempt.job_id.is_(None))))
+    by_site: dict[tuple[str, str | None], list[Attempt]] = {}
+    for attempt in intents:
+        by_site.setdefault((attempt.run.site, attempt.run.system), []).append(attempt)
+    for (site, system), attempts in by_site.items():
+        found = executors.for_site(site, system).find_by_name([a.job_name for a in attempts])
+        for attempt in attempts:
+            job_id = found.get(attempt.job_name)
+            if job_id:
+                attempt.job_id, attempt.state = job_id, "pending"
+                attempt.submitted_at = attempt.submitted_at or now
+                attempt.run.status = "submitted"
+                report.repaired += 1
+            elif now - _aware(attempt.created_at) > SUBMIT_GRACE:  # type: ignore[operator]
+                # The scheduler never got it: the run was not submitted after all.
+                run = attempt.run
+                session.execute(delete(Attempt).where(Attempt.id == attempt.id))
+                has_earlier = session.scalar(select(func.count()).where(Attempt.run_id == run.id,
+                                                                        Attempt.id != attempt.id))
+                run.status = "retry" if has_earlier else "planned"
+                report.returned_to_plan += 1
+
+
+def _finish(session: Session, attempt: Attempt, info: JobInfo, report: PollReport, now: datetime) -> None:
+    run = attempt.run
+    attempt.exit_code = info.exit_code
+    attempt.finished_at = _parse_time(info.finished_at) or now
+    if info.state == JobState.COMPLETED:
+        metrics, outcome = read_metrics(RunFiles(Path(run.run_dir or "")).metrics)
+        if metrics is not None:
+            store_metrics(session, attempt, metrics)
+            attempt.state, run.status = "completed", "finished"
+            report.ingested += 1
+        else:
+            attempt.state, attempt.failure_class, attempt.reason = "failed", outcome.failure, outcome.reason
+    else:
+        attempt.state = "failed"
+        attempt.failure_class = (info.failure or FailureClass.FAILED).value
+        attempt.reason = info.reason
+    report.ended += 1
+    if attempt.state == "failed":
+        report.failures[attempt.failure_class or "failed"] = report.failures.get(attempt.failure_class or "failed", 0) + 1
+        retry_on = json.loads(run.retry_on or "[]")
+        if attempt.failure_class in retry_on and attempt.number < run.max_attempts:
+            run.status = "retry"
+            report.retried += 1
+        else:
+            run.status = "cancelled" if attempt.failure_class == "cancelled" else "failed"
+
+
+def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollReport:
+    """One round: repair intents, query every active job (batched per site), record what ended."""
+    report = PollReport()
+    now = datetime.now(timezone.utc)
+    with sessions.begin() as session:
+        _repair_intents(session, executors, report, now)
+    with sessions.begin() as session:
+        active = list(session.scalars(select(Attempt).where(Attempt.state.in_(ACTIVE), Attempt.job_id.is_not(None))))
+        by_site: dict[tuple[str, str | None], list[Attempt]] = {}
+        for attempt in active:
+            by_site.setdefault((attempt.run.site, attempt.run.system), []).append(attempt)
+        for (site, system), attempts in by_site.items():
+            infos = executors.for_site(site, system).query([a.job_id for a in attempts if a.job_id])
+            for attempt in attempts:
+                info = infos.get(attempt.job_id or "")
+                if info is None or info.state == JobState.UNKNOWN:
+                    continue  # the scheduler could not say this time: never an end
+                attempt.node_list = info.node_list or attempt.node_list
+                attempt.elapsed_s = info.elapsed_s if info.elapsed_s is not None else attempt.elapsed_s
+                attempt.max_rss_mb = info.max_rss_mb if info.max_rss_mb is not None else attempt.max_rss_mb
+                attempt.started_at = attempt.started_at or _parse_time(info.started_at)
+                if info.ended:
+                    _finish(session, attempt, info, report, now)
+                elif info.state == JobState.RUNNING:
+                    attempt.state, attempt.run.status = "running", "running"
+                    attempt.started_at = attempt.started_at or now
+                else:
+                    attempt.reason = info.reason
+        report.active = session.scalar(select(func.count()).select_from(Attempt).where(Attempt.state.in_(ACTIVE))) or 0
+    return report
+
+
+def state_counts(sessions: sessionmaker[Session], sweep: str | None = None, site: str | None = None) -> dict[str, int]:
+    with sessions() as session:
+        query = select(Run.status, func.count()).group_by(Run.status)
+        if sweep:
+            query = query.where(Run.sweep == sweep)
+        if site:
+            query = query.where(Run.site == site)
+        return {status: count for status, count in session.execute(query)}

@@ -1,0 +1,80 @@
+"""The metrics file every workload writes (schema ``orch.metrics/1``) and its validation.
+
+The workloads write it without importing this module (they must not import
+``orchestrator``); the tests check their files against :class:`MetricsFile`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA = "orch.metrics/1"
+
+# The headline figures the ``results`` view shows as columns. Every one is optional:
+# a GEMM has no tokens, a training run has no single-kernel TFLOP/s spread.
+HEADLINE_METRICS: tuple[str, ...] = (
+    "tokens_per_s",
+    "samples_per_s",
+    "tflops",
+    "tflops_per_device",
+    "mfu",
+    "peak_mem_gb",
+    "step_time_s",
+    "step_time_p50_s",
+    "step_time_p90_s",
+    "step_time_std_s",
+    "epoch_time_s",
+    "bandwidth_gbs",
+)
+
+
+class Timing(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    warmup_steps: int = Field(ge=0)
+    timed_steps: int = Field(ge=1)
+    # Per-step seconds of the timed steps (rank 0, or the max over ranks).
+    step_times_s: list[float] = Field(default_factory=list)
+
+
+class DeviceInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    model: str
+    count: int = Field(ge=1)
+
+
+class MetricsFile(BaseModel):
+    """One run's measurements. Extra keys are kept (stored in the raw JSON)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_: Literal["orch.metrics/1"] = Field(alias="schema")
+    workload: str
+    status: Literal["ok"] = "ok"
+    params: dict[str, Any] = Field(default_factory=dict)
+    precision: str
+    world_size: int = Field(ge=1)
+    device: DeviceInfo
+    metrics: dict[str, float | None]
+    timing: Timing
+    env: dict[str, Any] = Field(default_factory=dict)
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    @field_validator("metrics")
+    @classmethod
+    def _finite_and_sane(cls, value: dict[str, float | None]) -> dict[str, float | None]:
+        for name, number in value.items():
+            if number is None:
+                continue
+            if isinstance(number, bool) or not math.isfinite(number):
+                raise ValueError(f"metric {name!r} is {number!r}, expected a finite number")
+            if number < 0:
+                raise ValueError(f"metric {name!r} is negative ({number})")
+        return value
+
+    def headline(self) -> dict[str, float | None]:
+        return {name: self.metrics.get(name) for name in HEADLINE_METRICS}

@@ -1,0 +1,61 @@
+"""Printing rows for people (rich tables) and for scripts (JSON, CSV)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Iterable, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def jsonable(value: Any) -> Any:
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return value
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, default=jsonable, indent=2) + "\n")
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(jsonable(value))
+
+
+def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> None:
+    table = Table(title=title, header_style="bold")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(fmt(v) for v in row))
+    console.print(table)
+
+
+def print_rows(columns: Sequence[str], rows: list[Sequence[Any]], fmt_name: str, title: str | None = None) -> None:
+    if fmt_name == "json":
+        print_json([{c: jsonable(v) for c, v in zip(columns, row)} for row in rows])
+    elif fmt_name == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(columns)
+        writer.writerows([[jsonable(v) for v in row] for row in rows])
+        sys.stdout.write(buffer.getvalue())
+    else:
+        print_table(columns, rows, title)

@@ -1,0 +1,153 @@
+"""Stage 6: planned runs handed to their site's scheduler, never twice.
+
+For each run the claim (``planned`` -> ``submitting``) and the attempt row (the
+intent) are committed before the scheduler is called; the job id is committed
+after. Two processes cannot claim the same run: the claim is a conditional
+UPDATE whose row count says who won.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from orchestrator.db.models import Attempt, Run
+from orchestrator.executors import Executor, JobRequest, executor_for
+from orchestrator.render import RunFiles, job_name
+from orchestrator.sites import load_site
+
+SUBMITTABLE = ("planned", "retry")
+
+
+@dataclass
+class SubmitReport:
+    submitted: list[tuple[str, str]] = field(default_factory=list)  # (run id, job id)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (run id, reason)
+    would_submit: list[str] = field(default_factory=list)  # dry run
+    calls: dict[str, int] = field(default_factory=dict)
+
+
+def executor_folder(state_dir: Path, site: str) -> Path:
+    return state_dir / "jobs" / site
+
+
+class Executors:
+    """One executor per site for the life of a command (they keep handles and counts)."""
+
+    def __init__(self, state_dir: Path, sites_dirs: list[Path] | None = None) -> None:
+        self.state_dir, self.sites_dirs = state_dir, sites_dirs
+        self._by_site: dict[str, Executor] = {}
+
+    def for_site(self, site: str, system: str | None = None) -> Executor:
+        key = f"{site}:{system}" if system else site
+        if key not in self._by_site:
+            profile = load_site(key, self.sites_dirs)
+            self._by_site[key] = executor_for(profile.scheduler, executor_folder(self.state_dir, site),
+                                              profile.executor)
+        return self._by_site[key]
+
+    def calls(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for executor in self._by_site.values():
+            for name, count in executor.calls.items():
+                total[name] = total.get(name, 0) + count
+        return total
+
+
+def candidates(session: Session, site: str | None, sweep: str | None, run_ids: list[str] | None = None) -> list[Run]:
+    query = select(Run).where(Run.status.in_(SUBMITTABLE))
+    if site:
+        query = query.where(Run.site == site)
+    if sweep:
+        query = query.where(Run.sweep == sweep)
+    if run_ids is not None:
+        query = query.where(Run.id.in_(run_ids))
+    return list(session.scalars(query.order_by(Run.created_at, Run.id)))
+
+
+def _archive_old_metrics(run_dir: Path, attempt: int) -> None:
+    # A metrics file left by an earlier attempt must not be read as this attempt's.
+    metrics = RunFiles(run_dir).metrics
+    if metrics.exists():
+        metrics.rename(metrics.with_name(f"metrics.attempt-{attempt - 1}.json"))
+
+
+def claim(sessions: sessionmaker[Session], run_ids: list[str]) -> list[tuple[Run, Attempt]]:
+    """Claim runs and write the intent (an attempt in ``submitting``); returns what this process won."""
+    won: list[tuple[Run, Attempt]] = []
+    with sessions.begin() as session:
+        for run_id in run_ids:
+            result = session.execute(update(Run).where(Run.id == run_id, Run.status.in_(SUBMITTABLE))
+                                     .values(status="submitting", updated_at=datetime.now(timezone.utc)))
+            if result.rowcount != 1:
+                continue  # another process took it
+            run = session.get(Run, run_id)
+            assert run is not None
+            session.refresh(run)
+            number = (session.scalar(select(func.max(Attempt.number)).where(Attempt.run_id == run_id)) or 0) + 1
+            attempt = Attempt(run_id=run_id, number=number, state="submitting", scheduler=run.scheduler or "local",
+                              job_name=job_name(run_id, number))
+            session.add(attempt)
+            session.flush()
+            won.append((run, attempt))
+    return won
+
+
+def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str | None = None,
+                sweep: str | None = None, dry_run: bool = False, run_ids: list[str] | None = None,
+                progress: Callable[[int], None] | None = None) -> SubmitReport:
+    report = SubmitReport()
+    with sessions() as session:
+        runs = candidates(session, site, sweep, run_ids)
+    if dry_run:
+        report.would_submit = [r.id for r in runs]
+        return report
+    by_target: dict[tuple[str, str | None], list[str]] = {}
+    for run in runs:
+        by_target.setdefault((run.site, run.system), []).append(run.id)
+    for (site_name, system), ids in by_target.items():
+        executor = executors.for_site(site_name, system)
+        claimed = claim(sessions, ids)
+        if not claimed:
+            continue
+        requests = []
+        for run, attempt in claimed:
+            run_dir = Path(run.run_dir or "")
+            _archive_old_metrics(run_dir, attempt.number)
+            requests.append(JobRequest(
+                run_id=run.id, attempt=attempt.number, script_path=RunFiles(run_dir).script, run_dir=run_dir,
+                job_name=attempt.job_name, walltime_s=run.walltime_s, nodes=run.nodes or 1,
+                tasks_per_node=run.tasks_per_node or 1, queue=run.queue,
+                shape_key=f"{run.nodes}x{run.tasks_per_node}:{run.queue}:{run.walltime_s}"))
+        try:
+            job_ids = executor.submit(requests)
+        except Exception as exc:  # the scheduler refused: record it on these attempts
+            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            _record_refused(sessions, claimed, reason)
+            report.failed += [(run.id, reason) for run, _ in claimed]
+            continue
+        now = datetime.now(timezone.utc)
+        with sessions.begin() as session:
+            for (run, attempt), job_id in zip(claimed, job_ids):
+                session.execute(update(Attempt).where(Attempt.id == attempt.id)
+                                .values(job_id=job_id, state="pending", submitted_at=now))
+                session.execute(update(Run).where(Run.id == run.id).values(status="submitted", updated_at=now))
+                report.submitted.append((run.id, job_id))
+        if progress:
+            progress(len(job_ids))
+    report.calls = executors.calls()
+    return report
+
+
+def _record_refused(sessions: sessionmaker[Session], claimed: list[tuple[Run, Attempt]], reason: str) -> None:
+    now = datetime.now(timezone.utc)
+    with sessions.begin() as session:
+        for run, attempt in claimed:
+            session.execute(update(Attempt).where(Attempt.id == attempt.id).values(
+                state="failed", failure_class="launch_error", reason=reason, finished_at=now))
+            session.execute(update(Run).where(Run.id == run.id).values(status="failed", updated_at=now))

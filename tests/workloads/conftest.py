@@ -1,0 +1,22 @@
+"""Fixtures of the workload tests: each workload runs as a real process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workload_helpers import load_valid, run_module
+
+
+@pytest.fixture
+def run_workload(tmp_path: Path):
+    """Run a workload module with --output in tmp_path; return its validated metrics document."""
+
+    def _run(module: str, args: list[str], *, nproc: int = 1, timeout: float = 180) -> dict[str, Any]:
+        out = tmp_path / f"{module.rsplit('.', 1)[-1]}-{nproc}.json"
+        run_module(module, [*args, "--output", str(out)], nproc=nproc, timeout=timeout)
+        return load_valid(out)
+
+    return _run

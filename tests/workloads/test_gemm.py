@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import math
+
+from workload_helpers import run_module
+
+
+def test_gemm_single_process_metrics_validate(run_workload) -> None:
+    doc = run_workload("workloads.gemm", ["--m", "64", "--n", "48", "--k", "32", "--precision", "bf16",
+                                          "--warmup", "1", "--iters", "4", "--peak-tflops", "1.5"])
+    m = doc["metrics"]
+    assert doc["workload"] == "gemm" and doc["world_size"] == 1 and doc["device"]["type"] == "cpu"
+    assert doc["params"]["m"] == 64 and doc["params"]["precision"] == "bf16"
+    assert len(doc["timing"]["step_times_s"]) == doc["timing"]["timed_steps"] == 4
+    assert m["flops_per_step"] == 2 * 64 * 48 * 32
+    # tflops is FLOPs over the median step; MFU divides it by the given peak.
+    assert math.isclose(m["tflops"], 2 * 64 * 48 * 32 / m["step_time_p50_s"] / 1e12, rel_tol=1e-9)
+    assert math.isclose(m["mfu"], m["tflops"] / 1.5, rel_tol=1e-9)
+    assert m["peak_mem_gb"] > 0
+    assert doc["env"]["torch"] and doc["env"]["hostnames"]
+
+
+def test_gemm_two_ranks_sum_tflops(run_workload) -> None:
+    doc = run_workload("workloads.gemm", ["--size-m", "64", "--size-n", "64", "--size-k", "64",
+                                          "--warmup", "1", "--iters", "3"], nproc=2)
+    m = doc["metrics"]
+    assert doc["world_size"] == 2 and doc["device"]["count"] == 2
+    assert doc["env"]["launcher"] == "torchrun" and doc["env"]["backend"] == "gloo"
+    assert math.isclose(m["tflops_per_device"] * 2, m["tflops"], rel_tol=1e-9)
+    assert m["mfu"] is None  # no --peak-tflops given
+
+
+def test_fp8_refused_on_cpu_with_exit_2() -> None:
+    proc = run_module("workloads.gemm", ["--m", "16", "--n", "16", "--k", "16", "--precision", "fp8",
+                                         "--device", "cpu"], check=False)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "fp8" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_gemm_help() -> None:
+    proc = run_module("workloads.gemm", ["--help"])
+    assert "--size-m" in proc.stdout and "--precision" in proc.stdout and "2*M*N*K" in proc.stdout

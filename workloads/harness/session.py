@@ -1,0 +1,173 @@
+"""One workload run: command line, device, precision, process group, results.
+
+A workload's ``main`` is ``run_workload(name, body, argv)``; ``body`` gets a
+:class:`Session`, times its steps with it and calls :meth:`Session.finish` with
+its own metrics. The session adds the step-time statistics, peak memory, the
+environment and the file itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import sys
+from typing import Any, Callable, Sequence
+
+import torch
+
+from workloads import registry
+from workloads.harness import cli, dist, envinfo, metrics, precision, timing
+from workloads.harness.device import Device, select
+from workloads.harness.errors import Refused, refuse_and_exit
+
+
+class Session:
+    def __init__(self, workload: str, argv: Sequence[str] | None = None, *, training: bool = False) -> None:
+        self.workload = registry.get(workload)
+        self.args: argparse.Namespace = cli.parse_args(self.workload, argv)
+        self.started_at = metrics.utc_now()
+        self.dist_env = dist.detect()
+        self.device: Device = select(self.args.device, self.dist_env.local_rank)
+        self.precision = precision.resolve(self.args.precision, self.device, training=training)
+        self.backend = dist.init(self.dist_env, self.device.type, self.device.torch_device)
+        seed = int(getattr(self.args, "seed", 0) or 0)
+        # Same seed everywhere: DDP ranks must start from identical weights; data differs by rank.
+        torch.manual_seed(seed)
+        random.seed(seed)
+        self.device.reset_peak_memory()
+
+    # --- who am I -------------------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self.dist_env.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.dist_env.world_size
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def log(self, message: str) -> None:
+        if self.is_main:
+            print(f"[{self.workload.name}] {message}", file=sys.stderr, flush=True)
+
+    # --- timing and reductions ------------------------------------------------------------
+    def time_steps(self, step: Callable[[], Any], warmup: int | None = None, iters: int | None = None) -> list[float]:
+        warmup = self.args.warmup if warmup is None else warmup
+        iters = self.args.iters if iters is None else iters
+        return timing.time_steps(self.device, step, warmup, iters)
+
+    def clock(self) -> timing.StepClock:
+        return timing.StepClock(self.device)
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def gather(self, value: Any) -> list[Any]:
+        """``value`` from every rank, in rank order (a list of one when not distributed)."""
+        return dist.all_gather_object(value)
+
+    def sum_all(self, value: float) -> float:
+        return float(sum(self.gather(float(value))))
+
+    def max_all(self, value: float) -> float:
+        return float(max(self.gather(float(value))))
+
+    def slowest_steps(self, step_times: list[float]) -> list[float]:
+        """Per step, the slowest rank's time: a synchronous step ends when its last rank does."""
+        per_rank = self.gather([float(t) for t in step_times])
+        return [max(times) for times in zip(*per_rank)]
+
+    def mfu(self, model_flops_per_s_total: float) -> float | None:
+        """Model FLOP/s over (devices x peak) at this precision; None without --peak-tflops."""
+        peak = self.args.peak_tflops
+        if not peak:
+            return None
+        return model_flops_per_s_total / (self.world_size * peak * 1e12)
+
+    def params(self) -> dict[str, Any]:
+        return dict(vars(self.args))
+
+    # --- results --------------------------------------------------------------------------
+    def finish(
+        self,
+        results: dict[str, Any],
+        step_times: list[float],
+        *,
+        warmup_steps: int | None = None,
+        timing_extra: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
+        already_gathered: bool = False,
+    ) -> dict[str, Any] | None:
+        """Collective: every rank calls it. Rank 0 writes ``--output``; returns the document there.
+
+        ``results`` override the standard figures of the same name (e.g. a GEMM's
+        ``tflops`` is the sum of every rank's own rate, not derived from step times).
+        """
+        steps = step_times if already_gathered else self.slowest_steps(step_times)
+        peak_gb = self.max_all(self.device.peak_memory_bytes()) / 1e9
+        hostnames = self.gather(socket.gethostname())
+        figures: dict[str, Any] = timing.summarize(steps) if steps else {}
+        figures["peak_mem_gb"] = peak_gb
+        figures.update(results)
+        if not self.is_main:
+            return None
+        env = envinfo.capture(self.device, self.backend)
+        env["hostnames"] = sorted(set(hostnames))
+        env["hostnames_by_rank"] = hostnames
+        env["launcher"] = self.dist_env.launcher
+        doc = metrics.document(
+            workload=self.workload.name,
+            params=self.params(),
+            precision=self.precision.name,
+            world_size=self.world_size,
+            device={"type": self.device.type, "model": self.device.model, "count": self.world_size,
+                    "per_node": self.device.local_count, "rocm": self.device.is_rocm},
+            metrics=figures,
+            warmup_steps=self.args.warmup if warmup_steps is None else warmup_steps,
+            step_times_s=steps,
+            env=env,
+            started_at=self.started_at,
+            finished_at=metrics.utc_now(),
+            timing_extra=timing_extra,
+            extra=extra,
+        )
+        if self.args.output:
+            metrics.write_atomic(self.args.output, doc)
+        self._print_summary(doc["metrics"])
+        return doc
+
+    def _print_summary(self, figures: dict[str, float | None]) -> None:
+        shown = [f"{name}={value:.6g}" for name, value in figures.items() if value is not None]
+        where = f"{self.world_size} x {self.device.type} ({self.device.model}), {self.precision.name}"
+        print(f"{self.workload.name} on {where}: " + " ".join(shown), flush=True)
+        if self.args.output:
+            print(f"metrics written to {os.fspath(self.args.output)}", flush=True)
+
+    def close(self) -> None:
+        dist.shutdown()
+
+
+def run_workload(
+    name: str,
+    body: Callable[[Session], Any],
+    argv: Sequence[str] | None = None,
+    *,
+    training: bool = False,
+) -> int:
+    """Entry point of every workload: a refusal is one line on stderr and exit code 2."""
+    try:
+        session = Session(name, argv, training=training)
+    except Refused as exc:
+        refuse_and_exit(name, exc)
+    try:
+        body(session)
+    except Refused as exc:
+        session.close()
+        refuse_and_exit(name, exc)
+    session.close()
+    return 0

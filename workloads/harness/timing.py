@@ -1,0 +1,92 @@
+"""Timed steps: warm-up excluded, device synchronised, one duration per step.
+
+On cuda/xpu the steps are timed with device events recorded on the stream (one
+event per step boundary, read after one final synchronise), so timing adds no
+host-device round trip per step; elsewhere each step ends with a synchronise and
+is timed with ``time.perf_counter``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any, Callable
+
+from workloads.harness.device import Device
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def summarize(step_times: list[float]) -> dict[str, float]:
+    """p50 (also as ``step_time_s``), p90, mean, min, max and sample std of the step times."""
+    p50 = percentile(step_times, 50)
+    return {
+        "step_time_s": p50,
+        "step_time_p50_s": p50,
+        "step_time_p90_s": percentile(step_times, 90),
+        "step_time_mean_s": statistics.fmean(step_times),
+        "step_time_min_s": min(step_times),
+        "step_time_max_s": max(step_times),
+        "step_time_std_s": statistics.stdev(step_times) if len(step_times) > 1 else 0.0,
+    }
+
+
+class StepClock:
+    """Per-step durations for a loop the workload writes itself.
+
+    ``start()`` before the first timed step, ``lap()`` after each, ``times()`` at the end.
+    """
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self._events = device.has_timing_events()
+        self._marks: list[Any] = []
+
+    def _mark(self) -> Any:
+        if self._events:
+            event = self.device.module.Event(enable_timing=True)
+            event.record()
+            return event
+        self.device.synchronize()
+        return time.perf_counter()
+
+    def start(self) -> None:
+        self.device.mark_step()
+        self.device.synchronize()
+        self._marks = [self._mark()]
+
+    def lap(self) -> None:
+        self.device.mark_step()
+        self._marks.append(self._mark())
+
+    def times(self) -> list[float]:
+        if len(self._marks) < 2:
+            return []
+        if self._events:
+            self._marks[-1].synchronize()
+            return [a.elapsed_time(b) / 1000.0 for a, b in zip(self._marks, self._marks[1:])]
+        return [b - a for a, b in zip(self._marks, self._marks[1:])]
+
+
+def time_steps(device: Device, step: Callable[[], Any], warmup: int, iters: int) -> list[float]:
+    """Run ``step`` warmup times untimed, then iters times timed; seconds per timed step."""
+    for _ in range(warmup):
+        step()
+    device.mark_step()
+    device.synchronize()
+    clock = StepClock(device)
+    clock.start()
+    for _ in range(iters):
+        step()
+        clock.lap()
+    return clock.times()
