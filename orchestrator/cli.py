@@ -260,6 +260,9 @@ def run(
                "AND attempt = (SELECT MAX(attempt) FROM results r2 WHERE r2.run_id = r.run_id)"
                + (" AND site = :site" if site else "") + " ORDER BY experiment, workload, devices, precision, run_id")
         rows = [list(r) for r in session.execute(text(sql), {"sweep": name, "site": site})]
+    if not as_json:  # params as compact k=v for people; JSON keeps the JSON text
+        for row in rows:
+            row[6] = " ".join(f"{k}={v}" for k, v in json.loads(row[6] or "{}").items())
     print_rows(SUMMARY_COLUMNS, rows, "json" if as_json else "table", title=f"results of {name}")
     if any(r[7] != "completed" for r in rows):
         raise typer.Exit(1)
@@ -415,7 +418,9 @@ def _print_sandbox(state: object, as_json: bool) -> None:
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        # Outside standalone mode click returns an Exit's code instead of raising it.
+        code = app(standalone_mode=False)
+        raise SystemExit(code if isinstance(code, int) else 0)
     except UserError as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False)
         raise SystemExit(exc.exit_code)

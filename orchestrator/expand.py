@@ -123,7 +123,7 @@ def expand_experiment(sweep: Sweep, exp: Experiment) -> list[RunSpec]:
                         params=params,
                         walltime_s=exp.walltime_s,
                         max_attempts=retry.max_attempts,
-                        retry_on=tuple(retry.on),
+                        retry_on=tuple(retry.failures),
                     )
                 )
     return runs

@@ -124,7 +124,7 @@ def _facts() -> dict:
         "max_array_size": MAX_ARRAY_SIZE,
         "max_job_count": MAX_JOB_COUNT,
         "accounting": True,
-        "memory_enforcement": "jobacct_gather/linux OverMemoryKill",
+        "memory_enforcement": "cgroup (task/cgroup, OUT_OF_MEMORY) where cgroup v1 memory is writable, else jobacct (OverMemoryKill)",
     }
 
 
@@ -151,6 +151,9 @@ class SandboxStatus:
     config_dir: str = str(CONF_DIR)
     log_dir: str = str(LOG_DIR)
     slurm_version: str | None = None
+    # How a job over --mem is stopped: "cgroup" (kernel OOM killer; sacct OUT_OF_MEMORY)
+    # or "jobacct" (RSS sampling kills it; sacct FAILED, signal 9). None: not configured.
+    memory_enforcement: str | None = None
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -183,6 +186,7 @@ class SandboxStatus:
             "config_dir": self.config_dir,
             "log_dir": self.log_dir,
             "slurm_version": self.slurm_version,
+            "memory_enforcement": self.memory_enforcement,
             "problems": list(self.problems),
         }
 
@@ -812,6 +816,12 @@ def status() -> SandboxStatus:
     st.slurmdbd = bool(_pid_alive(DBD_PID, "slurmdbd"))
     st.slurmctld = bool(_pid_alive(CTLD_PID, "slurmctld"))
     st.slurmd = {n: bool(_pid_alive(_slurmd_pidfile(n), "slurmd")) for n in NODES}
+    try:
+        conf = SLURM_CONF.read_text()
+        if CONF_MARK in conf:
+            st.memory_enforcement = "cgroup" if "TaskPlugin=task/cgroup" in conf else "jobacct"
+    except OSError:
+        pass
     if shutil.which("sinfo"):
         ver = _run(["sinfo", "--version"], timeout=10, env=env)
         st.slurm_version = ver.stdout.strip().split()[-1] if ver.stdout.strip() else None

@@ -32,7 +32,8 @@ ALL_FIRST_CLASS = CORE_AXES + OPTIONAL_AXES + ("repeats",)
 class RetryPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_attempts: int = Field(1, ge=1, le=20, description="attempts per run, the first included")
-    on: list[Literal[RETRYABLE]] = Field(  # type: ignore[valid-type]
+    # Not "on": YAML 1.1 reads an unquoted `on` key as the boolean true.
+    failures: list[Literal[RETRYABLE]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: ["timeout", "node_failure", "preempted", "lost"],
         description="failure classes that are retried",
     )

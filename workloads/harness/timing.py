@@ -90,3 +90,41 @@ def time_steps(device: Device, step: Callable[[], Any], warmup: int, iters: int)
         step()
         clock.lap()
     return clock.times()
+
+
+class IntervalClock:
+    """Durations of chosen regions (e.g. forward and backward separately).
+
+    ``begin(name)`` / ``end(name)`` around each region; ``times(name)`` after the
+    loop. With device events nothing waits until ``times``; otherwise each mark
+    synchronises the device first so a region ends when its kernels do.
+    """
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self._events = device.has_timing_events()
+        self._open: dict[str, Any] = {}
+        self._pairs: dict[str, list[tuple[Any, Any]]] = {}
+
+    def _mark(self) -> Any:
+        self.device.mark_step()
+        if self._events:
+            event = self.device.module.Event(enable_timing=True)
+            event.record()
+            return event
+        self.device.synchronize()
+        return time.perf_counter()
+
+    def begin(self, name: str) -> None:
+        self._open[name] = self._mark()
+
+    def end(self, name: str) -> None:
+        self._pairs.setdefault(name, []).append((self._open.pop(name), self._mark()))
+
+    def times(self, name: str) -> list[float]:
+        pairs = self._pairs.get(name, [])
+        if self._events:
+            if pairs:
+                pairs[-1][1].synchronize()
+            return [a.elapsed_time(b) / 1000.0 for a, b in pairs]
+        return [b - a for a, b in pairs]

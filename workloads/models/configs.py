@@ -14,8 +14,8 @@ and a 25B shape with hidden 6144). ``tiny`` is for tests and laptops.
 | gpt2-large  |     36 |    20 |   1280 |   774M                         |
 | gpt2-xl     |     48 |    25 |   1600 |   1.56B                        |
 | gpt2-xxl    |     32 |    32 |   2560 |   2.65B                        |
-| gpt2-xxxl   |     32 |    32 |   4096 |   6.66B                        |
-| gpt-13b     |     40 |    40 |   5120 |   12.9B                        |
+| gpt2-xxxl   |     32 |    32 |   4096 |   6.65B                        |
+| gpt-13b     |     40 |    40 |   5120 |   12.8B                        |
 | gpt-25b     |     56 |    48 |   6144 |   25.7B                        |
 """
 

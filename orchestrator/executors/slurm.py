@@ -1,0 +1,845 @@
+"""Slurm executor: rendered batch scripts go to ``sbatch`` through submitit.
+
+Submission goes through :class:`submitit.SlurmExecutor` (a small subclass, so
+that the batch script submitted is orch's rendered script, not submitit's
+pickle runner); following and cancelling use one ``sacct`` / ``scancel`` call
+for any number of jobs.
+
+* A request alone in its shape (or with an empty ``shape_key``) is submitted as
+  the rendered script itself, with ``--job-name=<JobRequest.job_name>``,
+  ``--comment="orch run=<run_id> attempt=<n>"`` and ``--chdir=<run_dir>`` unless
+  the script sets its own directory.
+* Requests that share a non-empty ``shape_key`` go in one job array
+  (``--array=0-(n-1)[%parallelism]``, split at ``max_array_size``). The array's
+  script is a wrapper: it carries the ``#SBATCH`` directives of the group's first
+  script (all share the shape) and, per ``$SLURM_ARRAY_TASK_ID``, ``cd``s into the
+  task's directory and ``exec``s that task's own rendered script with that
+  script's own ``--output``/``--error`` files. Array tasks are ``<array id>_<i>``.
+  An array is named ``orch-array-<digest>``; the job names of its tasks are
+  written to ``<folder>/arrays/<digest>.names`` before ``sbatch`` runs, so that
+  :meth:`SlurmExecutor.find_by_name` maps names to ``<array id>_<i>`` after a
+  crash between ``sbatch`` and recording the ids.
+
+Options (``options`` dict):
+
+``array_parallelism`` (int): at most this many tasks of one array run at once.
+``max_array_size`` (int, default 1000): arrays longer than this are split.
+``max_queued_jobs`` (int): the scheduler's limit on queued+running jobs of this
+    user (array tasks count one each). ``submit`` asks ``squeue`` once for the
+    user's current count and submits only the first ``max_queued_jobs - current``
+    requests; the others get ``None`` (not submitted; submit them later).
+``find_window_days`` (int, default 30): how far back ``find_by_name`` looks.
+
+The parsing of ``sacct`` output is pure (:func:`parse_sacct`, :func:`job_infos`)
+and unit-tested on captured text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from orchestrator.executors.base import Executor, FailureClass, JobInfo, JobRequest, JobState
+
+__all__ = [
+    "SACCT_FIELDS",
+    "SlurmError",
+    "SlurmExecutor",
+    "SacctRecord",
+    "array_wrapper_text",
+    "expand_job_id",
+    "classify",
+    "job_infos",
+    "parse_directives",
+    "parse_elapsed",
+    "parse_exit_code",
+    "parse_rss_mb",
+    "parse_sacct",
+    "parse_squeue",
+]
+
+SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Elapsed", "NodeList", "MaxRSS", "Reason", "Start", "End")
+DEFAULT_MAX_ARRAY_SIZE = 1000
+# Slurm reports "died by signal 53" when the batch script could not even start
+# (e.g. its --output file cannot be opened: "IO setup failed").
+LAUNCH_FAILURE_SIGNAL = 53
+_LAUNCH_REASONS = ("launch failed", "joblaunchfailure", "batch job complete failure", "prolog", "bootfail")
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed in a way the caller must see."""
+
+
+# ======================================================================================
+# Pure parsing (no subprocesses): unit-tested on captured sacct text
+# ======================================================================================
+
+
+def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
+    """``"3:0"`` -> (3, 0); ``"0:9"`` -> (0, 9) (killed by signal 9); ``""`` -> (None, None)."""
+    if not text:
+        return None, None
+    code, _, sig = text.strip().partition(":")
+    try:
+        return int(code), int(sig or 0)
+    except ValueError:
+        return None, None
+
+
+def parse_elapsed(text: str | None) -> float | None:
+    """sacct durations: ``[D-]HH:MM:SS``, ``MM:SS``, ``MM:SS.mmm``; ``INVALID``/empty -> None."""
+    if not text:
+        return None
+    text = text.strip()
+    days = 0
+    if "-" in text:
+        d, _, text = text.partition("-")
+        try:
+            days = int(d)
+        except ValueError:
+            return None
+    parts = text.split(":")
+    try:
+        nums = [float(p) for p in parts]
+    except ValueError:
+        return None
+    secs = 0.0
+    for n in nums:
+        secs = secs * 60 + n
+    if len(nums) == 1:
+        secs = nums[0]
+    return days * 86400 + secs
+
+
+_RSS_UNITS = {"": 1 / 1024, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 * 1024, "P": 1024.0**3}
+
+
+def parse_rss_mb(text: str | None) -> float | None:
+    """sacct memory (``MaxRSS``): ``1240K``, ``12.5M``, ``2G``, bare number = KiB -> MiB."""
+    if not text:
+        return None
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGTP]?)\s*", text, re.IGNORECASE)
+    if not m:
+        return None
+    return float(m.group(1)) * _RSS_UNITS[m.group(2).upper()]
+
+
+def _time_or_none(text: str | None) -> str | None:
+    if not text or text.strip() in ("Unknown", "None", "N/A", ""):
+        return None
+    return text.strip()
+
+
+def expand_job_id(job_id: str) -> list[str]:
+    """``"7_[2-4%2]"`` -> ``["7_2", "7_3", "7_4"]``; ``"7_[1,3-4]"``; anything else -> ``[job_id]``."""
+    m = re.fullmatch(r"(\d+)_\[([0-9,\-]+)(?:%\d+)?\]", job_id.strip())
+    if not m:
+        return [job_id.strip()]
+    base, spec = m.group(1), m.group(2)
+    out: list[str] = []
+    for piece in spec.split(","):
+        if not piece:
+            continue
+        if "-" in piece:
+            lo, _, hi = piece.partition("-")
+            out.extend(f"{base}_{i}" for i in range(int(lo), int(hi) + 1))
+        else:
+            out.append(f"{base}_{int(piece)}")
+    return out
+
+
+@dataclass
+class SacctRecord:
+    """One job (allocation line) of sacct output, with what its steps add."""
+
+    job_id: str
+    name: str = ""
+    state: str = ""
+    exit_code: str = ""
+    elapsed: str = ""
+    node_list: str = ""
+    reason: str = ""
+    start: str = ""
+    end: str = ""
+    max_rss_mb: float | None = None
+    step_states: dict[str, str] = field(default_factory=dict)  # step name -> state
+
+
+def parse_sacct(text: str) -> dict[str, SacctRecord]:
+    """Parse ``sacct --parsable2`` output (with its header line) into records by job id.
+
+    Steps (``12.batch``, ``12.0``, ``7_3.extern``) are folded into their job: their
+    states go to ``step_states`` and the largest MaxRSS becomes ``max_rss_mb``.
+    A pending array line ``7_[2-4%2]`` yields records ``7_2``, ``7_3``, ``7_4``.
+    """
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return {}
+    header = lines[0].split("|")
+    if "JobID" not in header:
+        header = list(SACCT_FIELDS)
+        body = lines
+    else:
+        body = lines[1:]
+    records: dict[str, SacctRecord] = {}
+    steps: list[tuple[str, str, dict[str, str]]] = []
+    for line in body:
+        cols = dict(zip(header, line.split("|")))
+        raw_id = cols.get("JobID", "").strip()
+        if not raw_id:
+            continue
+        job_part, dot, step = raw_id.partition(".")
+        if dot:
+            steps.append((job_part, step, cols))
+            continue
+        for jid in expand_job_id(job_part):
+            records[jid] = SacctRecord(
+                job_id=jid,
+                name=cols.get("JobName", ""),
+                state=cols.get("State", "").strip(),
+                exit_code=cols.get("ExitCode", ""),
+                elapsed=cols.get("Elapsed", ""),
+                node_list=cols.get("NodeList", ""),
+                reason=cols.get("Reason", ""),
+                start=cols.get("Start", ""),
+                end=cols.get("End", ""),
+                max_rss_mb=parse_rss_mb(cols.get("MaxRSS")),
+            )
+    for job_part, step, cols in steps:
+        rec = records.get(job_part)
+        if rec is None:  # a step whose allocation line is missing: make one from it
+            rec = records[job_part] = SacctRecord(job_id=job_part)
+        rec.step_states[step] = cols.get("State", "").strip()
+        rss = parse_rss_mb(cols.get("MaxRSS"))
+        if rss is not None and (rec.max_rss_mb is None or rss > rec.max_rss_mb):
+            rec.max_rss_mb = rss
+    return records
+
+
+_PENDING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+_RUNNING = {"RUNNING", "COMPLETING", "CONFIGURING", "RESIZING", "SIGNALING", "STAGE_OUT", "SUSPENDED", "STOPPED"}
+
+
+def classify(state: str, exit_code: str = "", reason: str = "",
+             step_states: Iterable[str] = ()) -> tuple[JobState, FailureClass | None, int | None, dict[str, Any]]:
+    """Map one sacct job line to (state, failure class, exit code, extra). Never raises."""
+    word = (state or "").split()[0].upper().rstrip("+") if (state or "").strip() else ""
+    code, sig = parse_exit_code(exit_code)
+    extra: dict[str, Any] = {"slurm_state": state}
+    if sig:
+        extra["signal"] = sig
+    steps_upper = [s.split()[0].upper() for s in step_states if s.strip()]
+    if word in _PENDING:
+        return JobState.PENDING, None, None, extra
+    if word in _RUNNING:
+        return JobState.RUNNING, None, None, extra
+    if word == "COMPLETED":
+        return JobState.COMPLETED, None, code if code is not None else 0, extra
+    if word == "OUT_OF_MEMORY" or "OUT_OF_MEMORY" in steps_upper:
+        return JobState.FAILED, FailureClass.OUT_OF_MEMORY, _shell_code(code, sig), extra
+    if word in ("TIMEOUT", "DEADLINE"):
+        return JobState.FAILED, FailureClass.TIMEOUT, _shell_code(code, sig), extra
+    if word == "NODE_FAIL":
+        return JobState.FAILED, FailureClass.NODE_FAILURE, _shell_code(code, sig), extra
+    if word == "PREEMPTED":
+        return JobState.FAILED, FailureClass.PREEMPTED, _shell_code(code, sig), extra
+    if word in ("CANCELLED", "REVOKED"):
+        return JobState.FAILED, FailureClass.CANCELLED, _shell_code(code, sig), extra
+    if word in ("BOOT_FAIL", "LAUNCH_FAILED"):
+        return JobState.FAILED, FailureClass.LAUNCH_ERROR, _shell_code(code, sig), extra
+    if word == "FAILED":
+        low = (reason or "").lower()
+        if sig == LAUNCH_FAILURE_SIGNAL or (code == 0 and not sig) or any(r in low for r in _LAUNCH_REASONS):
+            return JobState.FAILED, FailureClass.LAUNCH_ERROR, _shell_code(code, sig), extra
+        return JobState.FAILED, FailureClass.FAILED, _shell_code(code, sig), extra
+    return JobState.UNKNOWN, None, None, extra
+
+
+def _shell_code(code: int | None, sig: int | None) -> int | None:
+    """The exit status a shell would show: the code, or 128+signal when killed by a signal."""
+    if sig:
+        return 128 + sig
+    return code
+
+
+def job_infos(records: dict[str, SacctRecord], job_ids: Sequence[str]) -> dict[str, JobInfo]:
+    """JobInfo for every asked id; ids sacct does not know come back UNKNOWN."""
+    out: dict[str, JobInfo] = {}
+    for jid in job_ids:
+        rec = records.get(jid)
+        if rec is None:
+            out[jid] = JobInfo(job_id=jid, state=JobState.UNKNOWN, reason="not known to sacct")
+            continue
+        state, failure, code, extra = classify(rec.state, rec.exit_code, rec.reason, rec.step_states.values())
+        reason = rec.reason if rec.reason and rec.reason not in ("None", "") else None
+        if reason and state != JobState.PENDING:
+            # sacct keeps the last pending reason after the job ran: not a reason any more.
+            extra["slurm_reason"] = reason
+            reason = None
+        extra["name"] = rec.name
+        if rec.step_states:
+            extra["steps"] = dict(rec.step_states)
+        out[jid] = JobInfo(
+            job_id=jid,
+            state=state,
+            failure=failure,
+            exit_code=code,
+            elapsed_s=parse_elapsed(rec.elapsed) if state != JobState.PENDING else None,
+            node_list=rec.node_list if rec.node_list and rec.node_list != "None assigned" else None,
+            max_rss_mb=rec.max_rss_mb,
+            reason=reason,
+            started_at=_time_or_none(rec.start),
+            finished_at=_time_or_none(rec.end) if state in (JobState.COMPLETED, JobState.FAILED) else None,
+            extra=extra,
+        )
+    return out
+
+
+def parse_squeue(text: str) -> dict[str, JobInfo]:
+    """``squeue -h -r -o '%i|%T|%r|%N'`` lines -> JobInfo for jobs still waiting or running.
+
+    Only states that are not an end are taken (an ended job's exit code is sacct's to say).
+    """
+    out: dict[str, JobInfo] = {}
+    for line in text.splitlines():
+        bits = line.split("|")
+        if len(bits) < 2:
+            continue
+        jid, state = bits[0].strip(), bits[1].strip()
+        reason = bits[2].strip() if len(bits) > 2 else ""
+        nodes = bits[3].strip() if len(bits) > 3 else ""
+        st, _, _, extra = classify(state)
+        if st not in (JobState.PENDING, JobState.RUNNING):
+            continue
+        extra["source"] = "squeue"
+        for one in expand_job_id(jid):
+            out[one] = JobInfo(
+                job_id=one,
+                state=st,
+                node_list=nodes or None,
+                reason=reason if st == JobState.PENDING and reason not in ("", "None") else None,
+                extra=dict(extra),
+            )
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Batch-script directives
+# --------------------------------------------------------------------------------------
+
+# Options the array wrapper sets itself (long name, short letter).
+_WRAPPER_OWNED = {
+    "job-name": "J",
+    "output": "o",
+    "error": "e",
+    "array": "a",
+    "comment": None,
+    "chdir": "D",
+    "open-mode": None,
+}
+_SHORT_TO_LONG = {v: k for k, v in _WRAPPER_OWNED.items() if v}
+# Short options that take a value (so "-N 2" is one option); others are flags.
+_SHORT_WITH_VALUE = set("AabcCDdeFGiJLMmNnopqStwx")
+
+
+@dataclass
+class Directives:
+    """The ``#SBATCH`` header of a script, split into what the wrapper owns and the rest."""
+
+    shebang: str | None
+    lines: list[list[str]]  # each directive line's tokens (options the wrapper owns removed)
+    owned: dict[str, str]  # long name -> value for the options in _WRAPPER_OWNED
+    all_options: set[str]  # long (or short) names of every option seen
+
+
+def parse_directives(text: str) -> Directives:
+    """Read the ``#SBATCH`` lines at the top of a batch script (Slurm stops at the first command)."""
+    shebang = None
+    lines: list[list[str]] = []
+    owned: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, raw in enumerate(text.splitlines()):
+        line = raw.strip()
+        if i == 0 and line.startswith("#!"):
+            shebang = line[2:].strip()
+            continue
+        if not line or (line.startswith("#") and not line.startswith("#SBATCH")):
+            continue
+        if not line.startswith("#SBATCH"):
+            break
+        rest = line[len("#SBATCH"):]
+        if rest and not rest[0].isspace():
+            continue  # e.g. "#SBATCHX": not a directive
+        try:
+            tokens = shlex.split(rest, comments=True)
+        except ValueError:
+            tokens = rest.split()
+        kept: list[str] = []
+        j = 0
+        while j < len(tokens):
+            tok = tokens[j]
+            name = value = None
+            consumed = 1
+            if tok.startswith("--"):
+                name, eq, value = tok[2:].partition("=")
+                if not eq:
+                    value = None
+                    if name in _WRAPPER_OWNED and j + 1 < len(tokens):
+                        value = tokens[j + 1]
+                        consumed = 2
+                    elif j + 1 < len(tokens) and not tokens[j + 1].startswith("-"):
+                        value = tokens[j + 1]
+                        consumed = 2
+            elif tok.startswith("-") and len(tok) >= 2:
+                letter = tok[1]
+                long = _SHORT_TO_LONG.get(letter)
+                name = long or letter
+                if len(tok) > 2:
+                    value = tok[2:].lstrip("=")
+                elif letter in _SHORT_WITH_VALUE and j + 1 < len(tokens):
+                    value = tokens[j + 1]
+                    consumed = 2
+            if name:
+                seen.add(name)
+            if name in _WRAPPER_OWNED:
+                owned[name] = value or ""
+            else:
+                kept.extend(tokens[j:j + consumed])
+            j += consumed
+        if kept:
+            lines.append(kept)
+    # Long spellings of common short options, so callers can ask "is partition set?".
+    aliases = {"p": "partition", "A": "account", "N": "nodes", "t": "time", "n": "ntasks", "q": "qos"}
+    seen |= {aliases[s] for s in list(seen) if s in aliases}
+    return Directives(shebang=shebang, lines=lines, owned=owned, all_options=seen)
+
+
+def _bash_pattern(pattern: str, job_name: str) -> str:
+    """A Slurm filename pattern as a bash double-quoted string evaluated inside an array task."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "%" and i + 1 < len(pattern):
+            j = i + 1
+            while j < len(pattern) and pattern[j].isdigit():
+                j += 1  # zero-padding width: ignored
+            key = pattern[j] if j < len(pattern) else ""
+            repl = {
+                "%": "%",
+                "j": "${SLURM_JOB_ID}",
+                "A": "${SLURM_ARRAY_JOB_ID}",
+                "a": "${SLURM_ARRAY_TASK_ID}",
+                "x": _dq(job_name),
+                "u": "${USER:-$(id -un)}",
+                "N": "$(hostname -s)",
+                "n": "0",
+                "t": "0",
+                "s": "batch",
+            }.get(key)
+            if repl is not None:
+                out.append(repl)
+                i = j + 1
+                continue
+        out.append(_dq(ch))
+        i += 1
+    return '"' + "".join(out) + '"'
+
+
+def _dq(s: str) -> str:
+    """Escape text for the inside of a bash double-quoted string."""
+    return re.sub(r'([\\"$`])', r"\\\1", s)
+
+
+def _interpreter(shebang: str | None) -> list[str]:
+    if not shebang:
+        return ["/bin/bash"]
+    try:
+        return shlex.split(shebang) or ["/bin/bash"]
+    except ValueError:
+        return ["/bin/bash"]
+
+
+def array_wrapper_text(requests: Sequence[JobRequest], texts: Sequence[str], array_spec: str,
+                       array_name: str, wrapper_log_dir: Path) -> str:
+    """The batch script of one job array: the first script's directives, then one case per task.
+
+    ``texts[i]`` is the text of ``requests[i].script_path``.
+    """
+    first = parse_directives(texts[0])
+    out = ["#!/bin/bash"]
+    out.append(f"# orch job array {array_name}: {len(requests)} rendered scripts of one shape;")
+    out.append("# task i runs script i below with that script's own --output/--error.")
+    for tokens in first.lines:
+        out.append("#SBATCH " + " ".join(shlex.quote(t) for t in tokens))
+    out.append(f"#SBATCH --array={array_spec}")
+    out.append(f"#SBATCH --job-name={shlex.quote(array_name)}")
+    log = str(wrapper_log_dir / "%A_%a.wrapper.log")
+    out.append(f"#SBATCH --output={shlex.quote(log)}")
+    out.append(f"#SBATCH --chdir={shlex.quote(str(wrapper_log_dir))}")
+    out.append("")
+    out.append('case "${SLURM_ARRAY_TASK_ID:-}" in')
+    for i, (req, text) in enumerate(zip(requests, texts)):
+        d = parse_directives(text)
+        workdir = d.owned.get("chdir") or str(req.run_dir)
+        default_out = "slurm-%A_%a.out"
+        out_pat = d.owned.get("output") or default_out
+        err_pat = d.owned.get("error")
+        append = d.owned.get("open-mode", "").lower() == "append"
+        redir = ">>" if append else ">"
+        interp = " ".join(shlex.quote(x) for x in _interpreter(d.shebang))
+        stdout = _bash_pattern(out_pat, req.job_name)
+        err_part = f"2{redir}{_bash_pattern(err_pat, req.job_name)}" if err_pat else "2>&1"
+        out.append(f"  {i})")
+        out.append(f"    export ORCH_JOB_NAME={shlex.quote(req.job_name)} ORCH_RUN_ID={shlex.quote(req.run_id)}")
+        out.append(f"    cd {shlex.quote(workdir)} || exit 97")
+        out.append(f"    exec {interp} {shlex.quote(str(req.script_path))} {redir}{stdout} {err_part}")
+        out.append("    ;;")
+    out.append("  *)")
+    out.append('    echo "orch: no script for array task ${SLURM_ARRAY_TASK_ID:-?}" >&2')
+    out.append("    exit 98")
+    out.append("    ;;")
+    out.append("esac")
+    return "\n".join(out) + "\n"
+
+
+def _digest(names: Sequence[str]) -> str:
+    return hashlib.sha1("\n".join(names).encode()).hexdigest()[:16]
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without the variables of a Slurm job we may be running inside (#1782)."""
+    keep = {"SLURM_CONF"}
+    return {k: v for k, v in os.environ.items()
+            if k in keep or not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
+
+
+# ======================================================================================
+# submitit glue
+# ======================================================================================
+
+
+def _submitit_executor_class():
+    import submitit
+    from submitit.core import utils as submitit_utils
+
+    class OrchSubmititSlurm(submitit.SlurmExecutor):
+        """submitit's Slurm executor, made to submit an already rendered batch script.
+
+        ``_make_submission_file_text`` returns the script set by :meth:`submit_script`;
+        ``_make_submission_command`` adds per-job sbatch options and strips inherited
+        SLURM_* variables. ``_internal_process_submissions`` is closed: the array
+        path of plain submitit (``map_array``/``batch``) would build a plain
+        SlurmExecutor and bypass this class.
+        """
+
+        def __init__(self, folder: Path) -> None:
+            super().__init__(folder, max_num_timeout=0)
+            self._script_text: str | None = None
+            self._sbatch_args: list[str] = []
+
+        def _make_submission_file_text(self, command: str, uid: str) -> str:
+            if self._script_text is None:
+                raise RuntimeError("OrchSubmititSlurm submits rendered scripts only (use submit_script)")
+            return self._script_text
+
+        def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+            unset: list[str] = []
+            for k in os.environ:
+                if k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")) and k != "SLURM_CONF":
+                    unset += ["-u", k]
+            prefix = ["env", *unset] if unset else []
+            return [*prefix, "sbatch", *self._sbatch_args, str(submission_file_path)]
+
+        def _internal_process_submissions(self, delayed_submissions):  # type: ignore[override]
+            raise NotImplementedError(
+                "orch's Slurm executor submits rendered batch scripts (submit_script); "
+                "pickled callables, map_array and batch() are not used"
+            )
+
+        def submit_script(self, text: str, sbatch_args: Sequence[str]) -> str:
+            """sbatch this script text (through submitit's _submit_command); return the job id."""
+            submitit_utils.JobPaths.get_first_id_independent_folder(self.folder).mkdir(parents=True, exist_ok=True)
+            self._script_text = text
+            self._sbatch_args = list(sbatch_args)
+            try:
+                job = self._submit_command("")
+            finally:
+                self._script_text = None
+                self._sbatch_args = []
+            return str(job.job_id)
+
+    return OrchSubmititSlurm
+
+
+# ======================================================================================
+# The executor
+# ======================================================================================
+
+
+class SlurmExecutor(Executor):
+    """orch's executor for Slurm sites (and the sandbox cluster)."""
+
+    scheduler = "slurm"
+
+    def __init__(self, folder: Path, options: dict[str, Any] | None = None) -> None:
+        super().__init__(folder, options)
+        self._submitit = None
+        # job_name -> sbatch's error, for requests the last submit() could not submit.
+        self.submit_errors: dict[str, str] = {}
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _ex(self):
+        if self._submitit is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._submitit = _submitit_executor_class()(self.folder / "submitit")
+        return self._submitit
+
+    def _cmd(self, name: str, args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+        self._count(name)
+        try:
+            return subprocess.run([name, *args], capture_output=True, text=True, timeout=timeout, env=_clean_env())
+        except FileNotFoundError as e:
+            return subprocess.CompletedProcess([name, *args], 127, "", f"{name} not found: {e}")
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess([name, *args], 124, "", f"{name} timed out after {timeout}s")
+
+    def _arrays_dir(self) -> Path:
+        return self.folder / "arrays"
+
+    def queued_count(self) -> int:
+        """Jobs of this user the scheduler holds now (pending or running; array tasks one each)."""
+        cp = self._cmd("squeue", ["-h", "-r", "--me", "-o", "%i"])
+        if cp.returncode != 0:
+            raise SlurmError(f"squeue failed: {cp.stderr.strip()}")
+        return sum(1 for ln in cp.stdout.splitlines() if ln.strip())
+
+    # -- submit -------------------------------------------------------------------------
+
+    def submit(self, requests: list[JobRequest]) -> list[str | None]:  # type: ignore[override]
+        """Submit the requests; ids in the same order, ``None`` for those not submitted now.
+
+        Not submitted: over ``max_queued_jobs`` (submit them later), or rejected by
+        sbatch (the message is in ``self.submit_errors[job_name]``). Never raises for
+        a rejected script; other groups are still submitted.
+        """
+        self.submit_errors = {}
+        ids: list[str | None] = [None] * len(requests)
+        if not requests:
+            return ids
+        limit = len(requests)
+        max_queued = self.options.get("max_queued_jobs")
+        if max_queued is not None:
+            limit = max(0, min(limit, int(max_queued) - self.queued_count()))
+        chosen = list(range(limit))  # the first k requests, in the caller's order
+
+        groups: dict[str, list[int]] = {}
+        order: list[tuple[str, list[int]]] = []
+        for i in chosen:
+            key = requests[i].shape_key
+            if not key:
+                order.append(("", [i]))
+                continue
+            if key not in groups:
+                groups[key] = []
+                order.append((key, groups[key]))
+            groups[key].append(i)
+
+        max_size = int(self.options.get("max_array_size") or DEFAULT_MAX_ARRAY_SIZE)
+        max_size = max(1, max_size)
+        for _key, idxs in order:
+            for start in range(0, len(idxs), max_size):
+                chunk = idxs[start:start + max_size]
+                if len(chunk) == 1:
+                    ids[chunk[0]] = self._submit_single(requests[chunk[0]])
+                else:
+                    got = self._submit_array([requests[i] for i in chunk])
+                    for i, jid in zip(chunk, got):
+                        ids[i] = jid
+        return ids
+
+    def _sbatch(self, text: str, args: list[str], names: Sequence[str]) -> str | None:
+        self._count("sbatch")
+        try:
+            return self._ex().submit_script(text, args)
+        except Exception as e:  # submitit raises FailedJobError/FailedSubmissionError with sbatch's stderr
+            msg = str(e).strip() or type(e).__name__
+            for n in names:
+                self.submit_errors[n] = msg
+            return None
+
+    def _extra_args(self, req: JobRequest, d: Directives) -> list[str]:
+        args = []
+        if req.queue and "partition" not in d.all_options:
+            args.append(f"--partition={req.queue}")
+        if req.account and "account" not in d.all_options:
+            args.append(f"--account={req.account}")
+        return args
+
+    def _submit_single(self, req: JobRequest) -> str | None:
+        try:
+            text = Path(req.script_path).read_text()
+        except OSError as e:
+            self.submit_errors[req.job_name] = f"cannot read {req.script_path}: {e}"
+            return None
+        d = parse_directives(text)
+        args = [f"--job-name={req.job_name}", f"--comment=orch run={req.run_id} attempt={req.attempt}"]
+        if "chdir" not in d.owned:
+            Path(req.run_dir).mkdir(parents=True, exist_ok=True)
+            args.append(f"--chdir={req.run_dir}")
+        args += self._extra_args(req, d)
+        return self._sbatch(text, args, [req.job_name])
+
+    def _submit_array(self, reqs: list[JobRequest]) -> list[str | None]:
+        names = [r.job_name for r in reqs]
+        texts: list[str] = []
+        for r in reqs:
+            try:
+                texts.append(Path(r.script_path).read_text())
+            except OSError as e:
+                for n in names:
+                    self.submit_errors[n] = f"cannot read {r.script_path}: {e}"
+                return [None] * len(reqs)
+        for r in reqs:
+            Path(r.run_dir).mkdir(parents=True, exist_ok=True)
+        digest = _digest(names)
+        array_name = f"orch-array-{digest}"
+        n = len(reqs)
+        spec = f"0-{n - 1}"
+        par = self.options.get("array_parallelism")
+        if par:
+            spec += f"%{max(1, min(int(par), n))}"
+        adir = self._arrays_dir()
+        adir.mkdir(parents=True, exist_ok=True)
+        # The names go to disk before sbatch: find_by_name reads them after a crash.
+        manifest = adir / f"{digest}.names"
+        tmp = manifest.with_suffix(".tmp")
+        tmp.write_text("\n".join(names) + "\n")
+        os.replace(tmp, manifest)
+        text = array_wrapper_text(reqs, texts, spec, array_name, adir)
+        d = parse_directives(texts[0])
+        args = [f"--comment=orch array={digest} runs={n} first={reqs[0].run_id}"]
+        args += self._extra_args(reqs[0], d)
+        base = self._sbatch(text, args, names)
+        if base is None:
+            return [None] * n
+        return [f"{base}_{i}" for i in range(n)]
+
+    # -- query --------------------------------------------------------------------------
+
+    def query(self, job_ids: list[str]) -> dict[str, JobInfo]:
+        """State of every job from ONE sacct call (array tasks are asked through their array)."""
+        if not job_ids:
+            return {}
+        ask: list[str] = []
+        for jid in job_ids:
+            base = jid.split("_", 1)[0] if "_" in jid else jid
+            # A pending task of an array is only a range of its array's line (7_[2-4]):
+            # ask for the array itself.
+            if base not in ask:
+                ask.append(base)
+        cp = self._cmd("sacct", ["--parsable2", "-o", ",".join(SACCT_FIELDS), "-j", ",".join(ask)])
+        if cp.returncode != 0:
+            err = (cp.stderr or cp.stdout).strip()
+            return {
+                jid: JobInfo(job_id=jid, state=JobState.UNKNOWN, reason=f"sacct failed: {err}",
+                             extra={"error": err})
+                for jid in job_ids
+            }
+        infos = job_infos(parse_sacct(cp.stdout), job_ids)
+        unknown = [jid for jid, info in infos.items() if info.state == JobState.UNKNOWN]
+        if unknown and self.options.get("squeue_fallback", True):
+            # Accounting lags the controller by a few seconds after a submit: ask the
+            # controller (one squeue call) about the jobs sacct does not know yet.
+            bases = sorted({jid.split("_", 1)[0] for jid in unknown})
+            cp2 = self._cmd("squeue", ["-h", "-r", "-o", "%i|%T|%r|%N", "-j", ",".join(bases)])
+            if cp2.returncode == 0:
+                for jid, info in parse_squeue(cp2.stdout).items():
+                    if jid in infos and infos[jid].state == JobState.UNKNOWN:
+                        infos[jid] = info
+        return infos
+
+    # -- cancel -------------------------------------------------------------------------
+
+    def cancel(self, job_ids: list[str]) -> None:
+        if not job_ids:
+            return
+        cp = self._cmd("scancel", list(job_ids))
+        if cp.returncode != 0:
+            bad = [ln for ln in (cp.stderr or "").splitlines()
+                   if ln.strip() and "invalid job id" not in ln.lower()
+                   and "already completing or completed" not in ln.lower()
+                   and "job has already finished" not in ln.lower()]
+            if bad:
+                raise SlurmError("scancel failed: " + "; ".join(bad))
+
+    # -- repair -------------------------------------------------------------------------
+
+    def _array_members(self, wanted: set[str]) -> dict[str, tuple[str, int]]:
+        """job name -> (array job name, task index) from the manifests in the arrays folder."""
+        found: dict[str, tuple[str, int]] = {}
+        adir = self._arrays_dir()
+        if not adir.is_dir():
+            return found
+        for manifest in adir.glob("*.names"):
+            try:
+                names = manifest.read_text().splitlines()
+            except OSError:
+                continue
+            for i, name in enumerate(names):
+                if name in wanted:
+                    found[name] = (f"orch-array-{manifest.stem}", i)
+        return found
+
+    def find_by_name(self, job_names: list[str]) -> dict[str, str]:
+        """Ids of jobs submitted under these names: ONE ``sacct --name`` call, and one
+        ``squeue --name`` call only for names sacct does not know yet (accounting lags
+        the controller by a moment). Array tasks come back as ``<array id>_<i>``. When a
+        name was submitted twice, the newest job wins."""
+        if not job_names:
+            return {}
+        wanted = set(job_names)
+        members = self._array_members(wanted)
+        sched_names = sorted({members[n][0] if n in members else n for n in wanted})
+        days = int(self.options.get("find_window_days", 30))
+        cp = self._cmd("sacct", ["-X", "-n", "--parsable2", "-o", "JobID,JobName", "-S", f"now-{days}days",
+                                 "-E", "now", f"--name={','.join(sched_names)}"])
+        latest: dict[str, str] = {}  # scheduler job name -> newest (array) job id
+        if cp.returncode == 0:
+            _collect_ids(cp.stdout, latest)
+        missing = [s for s in sched_names if s not in latest]
+        if missing:
+            cp2 = self._cmd("squeue", ["-h", "-o", "%i|%j", f"--name={','.join(missing)}"])
+            if cp2.returncode == 0:
+                _collect_ids(cp2.stdout, latest)
+        out: dict[str, str] = {}
+        for name in job_names:
+            if name in members:
+                arr, idx = members[name]
+                if arr in latest:
+                    out[name] = f"{latest[arr]}_{idx}"
+            elif name in latest:
+                out[name] = latest[name]
+        return out
+
+
+def _collect_ids(text: str, latest: dict[str, str]) -> None:
+    """Fold ``JobID|JobName`` lines into name -> newest base job id."""
+    for line in text.splitlines():
+        if "|" not in line:
+            continue
+        jid, _, name = line.partition("|")
+        name = name.strip()
+        jid = jid.strip()
+        base = jid.split("_", 1)[0].split(".", 1)[0].split("+", 1)[0]
+        if not base.isdigit():
+            continue
+        if name not in latest or int(base) > int(latest[name]):
+            latest[name] = base
