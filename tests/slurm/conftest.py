@@ -100,19 +100,19 @@ def wait_state(ex: SlurmExecutor, job_id: str, states: set[str], timeout: float 
     pytest.fail(f"job {job_id} never reached {states}: {info}")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def new_request():
     """Factory: new_request(root, name, body, directives=(), **JobRequest fields)."""
     return make_request
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def follow():
     """follow(ex, ids, timeout=...) -> infos once every job has ended."""
     return wait_ended
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def reach():
     """reach(ex, job_id, {"running"}, timeout=...) -> info once the job is in one of the states."""
     return wait_state

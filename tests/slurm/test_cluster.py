@@ -128,10 +128,190 @@ PY
 
 
 @pytest.fixture(scope="module")
-def jobs(cluster, slurm_root):
-    """Submit the slow and failing jobs together; tests pick theirs by key."""
-    from tests_slurm_support import make_request  # noqa: F401  (replaced below)
+def jobs(cluster, slurm_root, new_request):
+    """Submit the slow and failing jobs together; tests pick theirs by key.
+
+    Returns (executor, {key: job id}, {key: JobRequest}).
+    """
+    root = slurm_root / "failures"
+    tag = uuid.uuid4().hex[:8]
+    reqs = {
+        "timeout": new_request(root, f"timeout-{tag}", "sleep 600", ["--time=00:01:00"]),
+        "oom": new_request(root, f"oom-{tag}", OOM_BODY, ["--mem=100M", "--time=00:03:00"]),
+        "exit3": new_request(root, f"exit3-{tag}", "echo failing; exit 3", ["--time=00:02:00"]),
+        "cancel": new_request(root, f"cancel-{tag}", "sleep 300", ["--time=00:10:00"]),
+        "badout": None,
+        "multinode": new_request(
+            root, f"mn-{tag}", "", ["-N 2 --ntasks-per-node=2", "--time=00:05:00", "--gres=gpu:2"],
+            nodes=2, tasks_per_node=2),
+    }
+    # A script whose --output directory does not exist cannot even start.
+    bad = new_request(root, f"badout-{tag}", "echo never", ["--time=00:01:00"])
+    bad.script_path.write_text(bad.script_path.read_text().replace(
+        f"--output={bad.run_dir}/slurm-%j.out", "--output=/nonexistent/orch/slurm-%j.out"))
+    reqs["badout"] = bad
+    mn = reqs["multinode"]
+    (mn.run_dir / "allreduce.py").write_text(ALLREDUCE)
+    mn.script_path.write_text(mn.script_path.read_text() + MULTINODE_BODY.format(
+        python=sys.executable, run_dir=mn.run_dir))
+
+    ex = SlurmExecutor(root / "sched")
+    keys = list(reqs)
+    ids = ex.submit([reqs[k] for k in keys])
+    assert all(ids), ex.submit_errors
+    assert ex.calls["sbatch"] == len(keys)  # empty shape keys: one job each, no arrays
+    return ex, dict(zip(keys, ids)), reqs
 
 
-def _submit_all(root):
-    from conftest_helpers import make_request  # pragma: no cover
+def test_array_of_five_runs_each_own_script(cluster, jobs, slurm_root, new_request, follow):
+    root = slurm_root / "array"
+    tag = uuid.uuid4().hex[:8]
+    reqs = [
+        new_request(root, f"arr{i}-{tag}", f"echo hi {i} $SLURM_ARRAY_TASK_ID > {root}/arr{i}-{tag}/out\npwd > {root}/arr{i}-{tag}/cwd",
+                    ["--time=00:02:00", "--ntasks=1"], shape_key="tiny")
+        for i in range(5)
+    ]
+    ex = SlurmExecutor(root / "sched", {"array_parallelism": 2})
+    ids = ex.submit(reqs)
+    assert ex.calls == {"sbatch": 1}
+    base = ids[0].split("_")[0]
+    assert ids == [f"{base}_{i}" for i in range(5)]
+    submission = (root / "sched" / "submitit" / f"{base}_submission.sh").read_text()
+    assert "#SBATCH --array=0-4%2" in submission
+
+    before = dict(ex.calls)
+    infos = follow(ex, ids, timeout=90)
+    polls = ex.calls.get("sacct", 0) - before.get("sacct", 0)
+    assert polls >= 1
+    for i, (jid, req) in enumerate(zip(ids, reqs)):
+        info = infos[jid]
+        assert info.state == JobState.COMPLETED, info
+        assert info.exit_code == 0
+        assert info.node_list and info.node_list.startswith("n")
+        assert info.elapsed_s is not None and info.finished_at
+        # each task ran ITS script, in its run directory, with its own --output
+        assert (req.run_dir / "out").read_text().split() == ["hi", str(i), str(i)]
+        assert (req.run_dir / "cwd").read_text().strip() == str(req.run_dir)
+        assert list(req.run_dir.glob(f"slurm-{base}_{i}.out")) or list(req.run_dir.glob("slurm-*.out"))
+
+    # repair after an interrupted submit: names -> ids, one sacct call
+    calls_before = ex.calls.get("sacct", 0)
+    found = ex.find_by_name([r.job_name for r in reqs] + [f"orch-never-{tag}-a1"])
+    assert found == {r.job_name: jid for r, jid in zip(reqs, ids)}
+    assert ex.calls["sacct"] == calls_before + 1
+
+
+def test_max_array_size_splits_and_max_queued_jobs_limits(cluster, jobs, slurm_root, new_request, follow):
+    root = slurm_root / "split"
+    tag = uuid.uuid4().hex[:8]
+    reqs = [new_request(root, f"split{i}-{tag}", "true", ["--time=00:01:00"], shape_key="s")
+            for i in range(3)]
+    ex = SlurmExecutor(root / "sched", {"max_array_size": 2})
+    ids = ex.submit(reqs)
+    assert ex.calls["sbatch"] == 2
+    assert ids[0].endswith("_0") and ids[1].endswith("_1") and ids[0].split("_")[0] == ids[1].split("_")[0]
+    assert "_" not in ids[2]  # the remainder of one is a plain job
+    infos = follow(ex, ids, timeout=90)
+    assert all(i.state == JobState.COMPLETED for i in infos.values()), infos
+
+    # max_queued_jobs: only the headroom left under the limit is submitted, first come first
+    lim_reqs = [new_request(root, f"lim{i}-{tag}", "true", ["--time=00:01:00"]) for i in range(4)]
+    ex2 = SlurmExecutor(root / "sched2", {"max_queued_jobs": 0})
+    seen: list[int] = []
+    real = ex2.queued_count
+    ex2.queued_count = lambda: seen.append(real()) or seen[-1]  # type: ignore[method-assign]
+    ex2.options["max_queued_jobs"] = real() + 2
+    ids2 = ex2.submit(lim_reqs)
+    k = max(0, min(4, ex2.options["max_queued_jobs"] - seen[0]))
+    assert [i is not None for i in ids2] == [True] * k + [False] * (4 - k)
+    assert k >= 2 or seen[0] > real() - 2  # the queue can only have shrunk meanwhile
+    follow(ex2, [i for i in ids2 if i], timeout=90)
+
+
+def test_exit_code_3_is_failed_with_code(jobs, follow):
+    ex, ids, _ = jobs
+    info = follow(ex, [ids["exit3"]], timeout=90)[ids["exit3"]]
+    assert info.state == JobState.FAILED
+    assert info.failure == FailureClass.FAILED
+    assert info.exit_code == 3
+
+
+def test_unstartable_script_is_launch_error(jobs, follow):
+    ex, ids, _ = jobs
+    info = follow(ex, [ids["badout"]], timeout=90)[ids["badout"]]
+    assert info.state == JobState.FAILED
+    assert info.failure == FailureClass.LAUNCH_ERROR, info
+
+
+def test_over_memory_is_out_of_memory(cluster, jobs, follow):
+    ex, ids, reqs = jobs
+    info = follow(ex, [ids["oom"]], timeout=120)[ids["oom"]]
+    assert info.state == JobState.FAILED
+    if cluster.memory_enforcement == "cgroup":
+        assert info.failure == FailureClass.OUT_OF_MEMORY, info
+    else:
+        # Without cgroups slurmstepd kills the step (SIGKILL) and sacct says FAILED 0:9.
+        assert info.failure in (FailureClass.OUT_OF_MEMORY, FailureClass.FAILED), info
+        assert info.extra.get("signal") == 9
+    out = next(reqs["oom"].run_dir.glob("slurm-*.out")).read_text()
+    assert "still alive" not in out.splitlines()  # (bash echoes the killed command's text)
+
+
+def test_scancel_is_cancelled(jobs, reach, follow):
+    ex, ids, _ = jobs
+    jid = ids["cancel"]
+    reach(ex, jid, {"running"}, timeout=90)
+    before = ex.calls.get("scancel", 0)
+    ex.cancel([jid])
+    assert ex.calls["scancel"] == before + 1
+    info = follow(ex, [jid], timeout=60)[jid]
+    assert info.state == JobState.FAILED
+    assert info.failure == FailureClass.CANCELLED
+    ex.cancel([jid])  # cancelling an ended job is harmless
+
+
+def test_find_by_name_single_job(jobs):
+    ex, ids, reqs = jobs
+    found = ex.find_by_name([reqs["exit3"].job_name, reqs["cancel"].job_name])
+    assert found == {reqs["exit3"].job_name: ids["exit3"], reqs["cancel"].job_name: ids["cancel"]}
+    comment = sh("sacct", "-X", "-n", "-P", "-o", "Comment", "-j", ids["exit3"]).strip()
+    assert comment == f"orch run={reqs['exit3'].run_id} attempt=1"
+
+
+def test_multinode_srun_torch_gloo_allreduce(jobs, follow):
+    ex, ids, reqs = jobs
+    jid = ids["multinode"]
+    info = follow(ex, [jid], timeout=180)[jid]
+    run_dir = reqs["multinode"].run_dir
+    log = "\n".join(p.read_text() for p in run_dir.glob("slurm-*.out"))
+    assert info.state == JobState.COMPLETED, f"{info}\n{log}"
+    assert info.node_list == "n[1-2]" or info.node_list.count("n") >= 1
+    ranks = [json.loads((run_dir / f"rank{r}.json").read_text()) for r in range(4)]
+    assert [r["rank"] for r in ranks] == [0, 1, 2, 3]
+    assert all(r["world"] == 4 and r["nnodes"] == 2 for r in ranks)
+    assert all(r["sum"] == 10.0 for r in ranks)  # 1+2+3+4 summed across both nodes
+    assert len({r["node"] for r in ranks}) == 2
+    assert sorted(r["local"] for r in ranks) == [0, 0, 1, 1]
+
+
+def test_restart_controller_while_following(cluster, slurm_root, new_request, follow):
+    root = slurm_root / "restart"
+    tag = uuid.uuid4().hex[:8]
+    reqs = [new_request(root, f"rs{i}-{tag}", "sleep 8; echo done", ["--time=00:02:00"]) for i in range(2)]
+    ex = SlurmExecutor(root / "sched")
+    ids = ex.submit(reqs)
+    assert all(ids)
+    ex.query(ids)
+    sandbox.restart_controller()
+    infos = follow(ex, ids, timeout=120)
+    for jid in ids:
+        assert infos[jid].state == JobState.COMPLETED, infos[jid]
+    assert sandbox.status().ok
+
+
+def test_over_walltime_is_timeout(jobs, follow):
+    ex, ids, _ = jobs
+    info = follow(ex, [ids["timeout"]], timeout=150)[ids["timeout"]]
+    assert info.state == JobState.FAILED
+    assert info.failure == FailureClass.TIMEOUT, info
+    assert info.elapsed_s is not None and 55 <= info.elapsed_s <= 130
