@@ -410,6 +410,7 @@ SchedulerParameters=bf_interval=2,sched_min_interval=100000,batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU={mem // cpus}
+EnforcePartLimits=ALL
 MaxArraySize={MAX_ARRAY_SIZE}
 MaxJobCount={MAX_JOB_COUNT}
 MinJobAge=10

@@ -38,3 +38,22 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url():
+    """A real PostgreSQL server (the machine's, or one started from Debian's packages)."""
+    from tests import pg
+
+    yield from pg.server_url()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, workdir: Path):
+    """Each database test runs on SQLite and on a real PostgreSQL (fresh database each time)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{workdir / 'orch-test.db'}"
+        return
+    from tests import pg
+
+    yield from pg.fresh_database(request.getfixturevalue("pg_admin_url"))

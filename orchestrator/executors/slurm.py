@@ -236,6 +236,9 @@ def classify(state: str, exit_code: str = "", reason: str = "",
         extra["signal"] = sig
     steps_upper = [s.split()[0].upper() for s in step_states if s.strip()]
     if word in _PENDING:
+        if word == "PENDING" and any(s in _RUNNING for s in steps_upper):
+            # accounting has the batch step running before it updates the job line
+            return JobState.RUNNING, None, None, extra
         return JobState.PENDING, None, None, extra
     if word in _RUNNING:
         return JobState.RUNNING, None, None, extra

@@ -26,16 +26,18 @@ experiments:
 """
 
 
-def test_orch_run_local_to_results_rows(workdir: Path) -> None:
+def test_orch_run_local_to_results_rows(workdir: Path, db_url: str) -> None:
+    """The whole flow, on SQLite and on PostgreSQL."""
     canary = workdir / "pwned"
     sweep = write(workdir / "quick.yaml", SWEEP.format(canary=canary))
-    proc = run_orch("run", str(sweep), "--site", "local", cwd=workdir)
+    db = {"ORCH_DB_URL": db_url}
+    proc = run_orch("run", str(sweep), "--site", "local", cwd=workdir, env=db)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "results of e2e" in proc.stdout and "completed" in proc.stdout
 
     rows = json.loads(run_orch("sql", "--format", "json",
                                "SELECT workload, precision, devices, tflops, status, params, node_list, job_id "
-                               "FROM results", cwd=workdir, check=True).stdout)
+                               "FROM results", cwd=workdir, env=db, check=True).stdout)
     assert sorted((r["precision"], r["devices"]) for r in rows) == [("bf16", 1), ("bf16", 2), ("fp32", 1), ("fp32", 2)]
     assert all(r["workload"] == "gemm" and r["status"] == "completed" and r["tflops"] > 0 for r in rows)
     assert all(r["job_id"] and r["node_list"] == "localhost" for r in rows)
@@ -49,17 +51,17 @@ def test_orch_run_local_to_results_rows(workdir: Path) -> None:
                                "JOIN sweeps s ON s.id = r.sweep_id JOIN attempts a ON a.run_id = r.id "
                                "JOIN metrics m ON m.attempt_id = a.id "
                                "LEFT JOIN environments e ON e.id = m.environment_id",
-                               cwd=workdir, check=True).stdout)
+                               cwd=workdir, env=db, check=True).stdout)
     assert len(prov) == 4
     for row in prov:
         assert row["script"].startswith("#!/bin/bash") and "name: e2e" in row["content"]
         assert row["torch"] and row["world_size"] == row["devices"]
 
     # Running the same sweep again finds everything done: nothing new is submitted.
-    again = run_orch("run", str(sweep), "--site", "local", "--json", cwd=workdir, check=True)
+    again = run_orch("run", str(sweep), "--site", "local", "--json", cwd=workdir, env=db, check=True)
     assert len(json.loads(again.stdout)) == 4
     assert json.loads(run_orch("sql", "-f", "json", "SELECT count(*) AS n FROM attempts",
-                               cwd=workdir, check=True).stdout) == [{"n": 4}]
+                               cwd=workdir, env=db, check=True).stdout) == [{"n": 4}]
 
 
 def test_status_json_and_submit_dry_run(workdir: Path) -> None:

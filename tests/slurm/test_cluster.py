@@ -160,7 +160,9 @@ def jobs(cluster, slurm_root, new_request):
     ids = ex.submit([reqs[k] for k in keys])
     assert all(ids), ex.submit_errors
     assert ex.calls["sbatch"] == len(keys)  # empty shape keys: one job each, no arrays
-    return ex, dict(zip(keys, ids)), reqs
+    yield ex, dict(zip(keys, ids)), reqs
+    # A failed or interrupted run must not leave sleepers on the cluster.
+    ex.cancel([i for i in ids if i])
 
 
 def test_array_of_five_runs_each_own_script(cluster, jobs, slurm_root, new_request, follow):

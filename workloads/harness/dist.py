@@ -165,9 +165,10 @@ def backend_for(device_type: str) -> str:
     return "gloo"
 
 
-def init(denv: DistEnv, device_type: str, torch_device: torch.device | None = None) -> str | None:
-    """Join the process group when there is more than one rank; returns the backend used."""
-    if not denv.distributed:
+def init(denv: DistEnv, device_type: str, torch_device: torch.device | None = None,
+         *, force: bool = False) -> str | None:
+    """Join the process group when there is more than one rank (or ``force``); returns the backend."""
+    if not denv.distributed and not force:
         return None
     if dist.is_initialized():
         return str(dist.get_backend())
@@ -177,6 +178,7 @@ def init(denv: DistEnv, device_type: str, torch_device: torch.device | None = No
     # init_method env:// reads these; torchrun set them already, the others need them set.
     os.environ["MASTER_ADDR"] = denv.master_addr
     os.environ["MASTER_PORT"] = str(denv.master_port or DEFAULT_PORT)
+    # Libraries that read these (DeepSpeed) must see the launcher's values.
     os.environ.setdefault("RANK", str(denv.rank))
     os.environ.setdefault("WORLD_SIZE", str(denv.world_size))
     os.environ.setdefault("LOCAL_RANK", str(denv.local_rank))
@@ -187,6 +189,16 @@ def init(denv: DistEnv, device_type: str, torch_device: torch.device | None = No
     dist.init_process_group(backend=backend, rank=denv.rank, world_size=denv.world_size,
                             timeout=timedelta(minutes=10), **kwargs)
     return backend
+
+
+def init_local(device_type: str, torch_device: torch.device | None = None) -> str:
+    """A one-rank group on this host, for code that needs a group even alone (FSDP, DeepSpeed)."""
+    import socket
+
+    with socket.socket() as sock:  # a free port for the one-rank rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    return str(init(DistEnv(0, 1, 0, "single", "127.0.0.1", port), device_type, torch_device, force=True))
 
 
 def is_active() -> bool:

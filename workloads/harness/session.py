@@ -64,6 +64,12 @@ class Session:
     def clock(self) -> timing.StepClock:
         return timing.StepClock(self.device)
 
+    def ensure_process_group(self) -> str:
+        """The process group, made for this rank alone when the run is not distributed."""
+        if not dist.is_active():
+            self.backend = dist.init_local(self.device.type, self.device.torch_device)
+        return str(self.backend)
+
     def barrier(self) -> None:
         dist.barrier()
 

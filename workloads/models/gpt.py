@@ -74,11 +74,16 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied, as in GPT-2
+        if not any(p.is_meta for p in self.parameters()):
+            self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GPT-2's initialisation (also run after a model built on the meta device is materialised)."""
         self.apply(self._init_weights)
-        # GPT-2: residual projections scaled by 1/sqrt(2 * n_layer) so the residual stream stays O(1).
+        # Residual projections scaled by 1/sqrt(2 * n_layer) so the residual stream stays O(1).
         for name, param in self.named_parameters():
             if name.endswith("c_proj.weight"):
-                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * self.cfg.n_layer))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -88,6 +93,8 @@ class GPT(nn.Module):
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        elif isinstance(module, nn.LayerNorm):
+            module.reset_parameters()
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         _, s = idx.shape

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Creates .venv and installs orch with everything its tests and workloads need.
+# Safe to re-run: an existing, complete environment is kept.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.orch-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
+  # torch first, pinned: on the project's machines 2.13.0 is the CPU build on disk.
+  .venv/bin/python -m pip install --quiet "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -m pip install --quiet -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -c "import orchestrator, torch, submitit, sqlalchemy, typer" 
+  touch "$stamp"
+fi

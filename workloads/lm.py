@@ -1,0 +1,114 @@
+"""Training loop shared by the language-model workloads (gpt2, genslm).
+
+A step is one optimiser step: ``grad_accum`` micro-batches of ``batch_size`` x
+``seq_len`` tokens per rank, forward + backward each, then the update. Data
+loading is inside the step (the dataset-size study measures it).
+
+- By steps (``--epochs 0``): ``--warmup`` untimed steps, then ``--iters`` timed.
+- By epochs (``--epochs E``): E passes over the data (``--max-steps-per-epoch``
+  caps a pass); every step is timed, the first ``--warmup`` are left out of the
+  step statistics; ``epoch_time_s`` is the second epoch's time (the first
+  includes start-up and compilation) or the only one's, averaged over ranks.
+
+Model FLOPs per token: 6N + 12*L*h*s, N the parameters without the position
+embedding (token embedding counted once: it is the tied output head), attention
+counted over the full s x s square (causal masking not halved); recompute would
+add hardware FLOPs, not model FLOPs. tflops = that x tokens/s (all ranks);
+mfu = tflops / (ranks x --peak-tflops).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from workloads import flops, strategies
+from workloads.harness import Refused, Session
+from workloads.harness.timing import percentile
+from workloads.models.configs import GPTConfig, num_params
+
+
+def run(session: Session, cfg: GPTConfig, source: Any) -> None:
+    args = session.args
+    b, s, accum = args.batch_size, args.seq_len, max(1, args.grad_accum)
+    if b < 1 or s < 1:
+        raise Refused(f"batch size and sequence length must be positive (got {b}, {s})")
+    if source.max_token is not None and source.max_token >= cfg.vocab_size:
+        raise Refused(f"data {source.name} has token ids up to {source.max_token}, "
+                      f"more than the vocabulary of {cfg.vocab_size}")
+    if args.epochs > 0 and not source.has_epochs:
+        raise Refused(f"--epochs needs a finite dataset (--data text or file:/path), not {source.name}")
+
+    trainer = strategies.build(session, args.strategy, cfg, lr=args.lr, batch=b, accum=accum,
+                               compile_=getattr(args, "compile", False))
+    n = num_params(cfg)
+    session.log(f"{args.strategy}: {n / 1e6:.1f}M parameters (without position embedding), "
+                f"{session.world_size} rank(s), batch {b} x seq {s} x accumulation {accum}")
+
+    def step(it) -> Any:
+        return trainer.step([next(it) for _ in range(accum)])
+
+    epoch_times: list[float] = []
+    steps_per_epoch: int | None = None
+    if args.epochs <= 0:
+        it = source.batches(b, s, session.rank, session.world_size)
+        for _ in range(args.warmup):
+            loss = step(it)
+        clock = session.clock()
+        clock.start()
+        for _ in range(args.iters):
+            loss = step(it)
+            clock.lap()
+        times = clock.times()
+        warmup = args.warmup
+    else:
+        steps_per_epoch = source.steps_per_epoch(b, s, session.world_size) // accum
+        if args.max_steps_per_epoch > 0:
+            steps_per_epoch = min(steps_per_epoch, args.max_steps_per_epoch)
+        if steps_per_epoch < 1:
+            raise Refused(f"{source.name}: less than one step per epoch at batch {b} x {accum} on "
+                          f"{session.world_size} rank(s)")
+        all_times: list[float] = []
+        for epoch in range(args.epochs):
+            it = source.epoch(epoch, b, s, session.rank, session.world_size)
+            clock = session.clock()
+            clock.start()  # synchronises: the epoch starts with an idle device
+            began = time.perf_counter()
+            for _ in range(steps_per_epoch):
+                loss = step(it)
+                clock.lap()
+            all_times += clock.times()  # waits for the device: the epoch has ended
+            epoch_times.append(time.perf_counter() - began)
+        warmup = min(args.warmup, len(all_times) - 1)
+        times = all_times[warmup:]
+
+    steps = session.slowest_steps(times)
+    p50 = percentile(steps, 50)
+    tokens_per_step = b * s * accum * session.world_size
+    per_token = flops.gpt_train_flops_per_token(n, cfg.n_layer, cfg.n_embd, s)
+    tokens_per_s = tokens_per_step / p50
+    model_flops = per_token * tokens_per_s
+    final_loss = float(loss.float().item())
+    results: dict[str, Any] = {
+        "tokens_per_s": tokens_per_s,
+        "samples_per_s": b * accum * session.world_size / p50,
+        "tflops": model_flops / 1e12,
+        "tflops_per_device": model_flops / session.world_size / 1e12,
+        "mfu": session.mfu(model_flops),
+        "model_params": n,
+        "model_params_with_position": num_params(cfg, include_position=True),
+        "flops_per_token": per_token,
+        "tokens_per_step": tokens_per_step,
+        "global_batch": b * accum * session.world_size,
+        "loss": final_loss,
+    }
+    timing_extra: dict[str, Any] = {}
+    if epoch_times:
+        chosen = 1 if len(epoch_times) >= 2 else 0
+        per_rank = session.gather(epoch_times[chosen])
+        results["epoch_time_s"] = sum(per_rank) / len(per_rank)  # averaged over ranks
+        results["epoch_time_max_s"] = max(per_rank)
+        results["steps_per_epoch"] = steps_per_epoch
+        results["epoch_tokens_per_s"] = tokens_per_step * steps_per_epoch / results["epoch_time_s"]
+        timing_extra = {"epoch_times_s": epoch_times, "timed_epoch": chosen + 1}
+    session.finish(results, steps, warmup_steps=warmup, timing_extra=timing_extra, already_gathered=True)

@@ -1,0 +1,87 @@
+"""Device memory one rank needs, predicted from parameters (perf-model.md). No torch.
+
+The orchestrator skips a run predicted not to fit. Estimates, not promises: the
+framework's fixed overhead (context, allocator fragmentation, communication
+buffers) is not included; the site profile adds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workloads import flops, shapes
+from workloads.models.configs import SIZES
+
+BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+
+
+def _int(p: dict[str, Any], key: str, default: int) -> int:
+    value = p.get(key)
+    return int(value) if value not in (None, 0, "") else default
+
+
+def model_state_bytes(n: int, strategy: str, devices: int, precision: str) -> float:
+    """Weights, gradients and Adam states per rank (K=12 mixed precision; fp32 16N with no master copy)."""
+    nd = max(1, devices)
+    mixed = precision in ("fp16", "bf16")
+    if strategy in ("zero3", "fsdp-full"):
+        return 16 * n / nd
+    if strategy in ("zero2", "fsdp-grad-op"):
+        return (2 * n + 14 * n / nd) if mixed else (4 * n + 12 * n / nd)
+    if strategy == "zero1":
+        return (4 * n + 12 * n / nd) if mixed else (8 * n + 8 * n / nd)
+    return 16 * n  # ddp: everything replicated
+
+
+def activation_bytes(layers: int, batch: int, seq: int, hidden: int, vocab: int, precision: str) -> float:
+    """Korthikanti et al.: s*b*h*34 per layer with fused (SDPA/flash) attention, 16-bit activations
+    (doubled for fp32), plus the logits, their fp32 copy for the loss and its gradient."""
+    scale = 2 if BYTES.get(precision, 4) == 4 else 1
+    per_layer = seq * batch * hidden * 34 * scale
+    logits = batch * seq * vocab * (BYTES.get(precision, 4) + 4 + 4)
+    return layers * per_layer + logits
+
+
+def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int | None = None,
+                 default_batch: int = 8, default_seq: int = 1024) -> int:
+    cfg = SIZES[str(p.get("model") or default_model)]
+    vocab = vocab or _int(p, "vocab_size", cfg.vocab_size)
+    seq = _int(p, "seq_len", default_seq)
+    batch = _int(p, "batch_size", default_batch)
+    precision = str(p.get("precision") or "fp32")
+    n = vocab * cfg.n_embd + cfg.n_layer * flops.transformer_layer_params(cfg.n_embd) + max(seq, cfg.block_size) * cfg.n_embd
+    states = model_state_bytes(n, str(p.get("strategy") or "ddp"), _int(p, "devices", 1), precision)
+    return int(states + activation_bytes(cfg.n_layer, batch, seq, cfg.n_embd, vocab, precision))
+
+
+def transformer_block(p: dict[str, Any]) -> int:
+    h = _int(p, "hidden", 1600)
+    seq, batch = _int(p, "seq_len", 1024), _int(p, "batch_size", 8)
+    precision = str(p.get("precision") or "fp32")
+    weights = 2 * 4 * flops.transformer_layer_params(h)  # fp32 weights and their gradients
+    return int(weights + activation_bytes(1, batch, seq, h, 0, precision) * 2)  # + gradients of activations
+
+
+def conv2d(p: dict[str, Any]) -> int:
+    d = shapes.resolve(shapes.CONV2D, str(p.get("shape") or "deepbench-0"), {
+        "w": p.get("width"), "h": p.get("height"), "c": p.get("channels"), "b": p.get("batch_size"),
+        "k": p.get("filters"), "fw": p.get("filter_w"), "fh": p.get("filter_h"), "pw": p.get("pad_w"),
+        "ph": p.get("pad_h")})
+    sw, sh = max(1, _int(p, "stride_w", 1)), max(1, _int(p, "stride_h", 1))
+    out = flops.conv_out(d["w"], d["fw"], d["pw"], sw) * flops.conv_out(d["h"], d["fh"], d["ph"], sh)
+    elements = d["b"] * d["c"] * d["w"] * d["h"] + d["b"] * d["k"] * out + d["k"] * d["c"] * d["fw"] * d["fh"]
+    factor = 2 if str(p.get("backward", False)).lower() in ("true", "1") else 1
+    return elements * BYTES.get(str(p.get("precision") or "fp32"), 4) * factor
+
+
+def relu(p: dict[str, Any]) -> int:
+    d = shapes.resolve(shapes.RELU, str(p.get("shape") or "deepbench-0"), {
+        "w": p.get("width"), "h": p.get("height"), "c": p.get("channels"), "b": p.get("batch_size")})
+    elements = d["w"] * d["h"] * d["c"] * d["b"]
+    factor = 4 if str(p.get("backward", False)).lower() in ("true", "1") else 2
+    return elements * BYTES.get(str(p.get("precision") or "fp32"), 4) * factor
+
+
+def allreduce(p: dict[str, Any]) -> int:
+    sizes = [int(float(x)) for x in str(p.get("sizes") or "0").split(",") if x.strip()]
+    return 2 * max(sizes or [0]) * BYTES.get(str(p.get("precision") or "fp32"), 4)

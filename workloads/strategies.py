@@ -1,0 +1,167 @@
+"""Data-parallel strategies for training a model: how a step's gradients and states are shared.
+
+- ``ddp``: ``DistributedDataParallel`` (every rank holds everything; gradients all-reduced).
+  One rank alone runs the plain model (DDP over one rank only adds a no-op all-reduce).
+- ``fsdp-full`` / ``fsdp-grad-op``: PyTorch FSDP2 (``fully_shard``) per transformer block and
+  the root; parameters re-sharded after forward (FULL_SHARD, ~ZeRO-3) or kept gathered until
+  after backward (SHARD_GRAD_OP, ~ZeRO-2). Built on the meta device and materialised shard
+  by shard, so a model need not fit one device unsharded.
+- ``zero1`` / ``zero2`` / ``zero3``: DeepSpeed ZeRO stages (imported only when asked for).
+
+Precision: ddp/fsdp keep fp32 weights and run under autocast (fp16 adds a GradScaler);
+DeepSpeed uses its own fp16 (dynamic loss scale) or bf16 mode with fp32 master weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+import torch
+import torch.nn as nn
+
+from workloads.harness import Refused, Session
+from workloads.models.configs import GPTConfig
+from workloads.models.gpt import GPT
+
+STRATEGIES: tuple[str, ...] = ("ddp", "fsdp-full", "fsdp-grad-op", "zero1", "zero2", "zero3")
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+class Trainer:
+    """One optimiser step over a list of micro-batches (gradient accumulation)."""
+
+    model: nn.Module
+
+    def step(self, micro: list[Batch]) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class TorchTrainer(Trainer):
+    """ddp, fsdp and the plain single-rank model."""
+
+    def __init__(self, session: Session, model: nn.Module, forward: Callable[..., Any],
+                 sync: Callable[[bool], Any], lr: float) -> None:
+        self.session = session
+        self.model = model
+        self.forward = forward
+        self.sync = sync  # sync(is_last_micro_batch) -> context manager
+        fused = session.device.type == "cuda"  # one kernel for the whole Adam update
+        self.opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1,
+                                     fused=fused or None)
+        self.scaler = session.precision.grad_scaler(session.device)
+
+    def step(self, micro: list[Batch]) -> torch.Tensor:
+        prec, dev = self.session.precision, self.session.device
+        loss = torch.zeros(())
+        for i, (x, y) in enumerate(micro):
+            with self.sync(i == len(micro) - 1):
+                with prec.autocast(dev):
+                    _, loss = self.forward(x, y)
+                scaled = loss / len(micro)
+                (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+        if self.scaler:
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+
+class DeepSpeedTrainer(Trainer):
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.model = engine.module
+
+    def step(self, micro: list[Batch]) -> torch.Tensor:
+        loss = torch.zeros(())
+        for x, y in micro:
+            _, loss = self.engine(x, y)
+            self.engine.backward(loss)  # scales by 1/accumulation steps itself
+            self.engine.step()  # steps the optimiser at the accumulation boundary only
+        return loss.detach()
+
+
+def _ddp(session: Session, cfg: GPTConfig, lr: float, compile_: bool) -> Trainer:
+    with session.device.torch_device:  # parameters made on the device directly
+        model = GPT(cfg)
+    if session.world_size == 1:
+        forward = torch.compile(model) if compile_ else model
+        return TorchTrainer(session, model, forward, lambda last: contextlib.nullcontext(), lr)
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ids = [session.device.torch_device.index] if session.device.type == "cuda" else None
+    wrapped = DDP(model, device_ids=ids)
+    forward = torch.compile(wrapped) if compile_ else wrapped
+    # no_sync on all but the last micro-batch: one all-reduce per optimiser step.
+    return TorchTrainer(session, wrapped, forward,
+                        lambda last: contextlib.nullcontext() if last else wrapped.no_sync(), lr)
+
+
+def _fsdp(session: Session, cfg: GPTConfig, lr: float, compile_: bool, full: bool) -> Trainer:
+    from torch.distributed.fsdp import fully_shard
+
+    session.ensure_process_group()  # FSDP needs a group even on one rank
+    with torch.device("meta"):
+        model = GPT(cfg)
+    for block in model.blocks:
+        fully_shard(block, reshard_after_forward=full)
+    fully_shard(model, reshard_after_forward=full)
+    model.to_empty(device=session.device.torch_device)
+    model.lm_head.weight = model.wte.weight  # materialising may untie; tie again before init
+    model.reset_parameters()
+    forward = torch.compile(model) if compile_ else model
+
+    @contextlib.contextmanager
+    def sync(last: bool):
+        model.set_requires_gradient_sync(last)  # reduce-scatter only on the last micro-batch
+        yield
+
+    return TorchTrainer(session, model, forward, sync, lr)
+
+
+def _deepspeed(session: Session, cfg: GPTConfig, lr: float, stage: int, batch: int, accum: int) -> Trainer:
+    try:
+        import deepspeed
+    except Exception as exc:  # ImportError, or a broken install failing at import
+        raise Refused(f"strategy zero{stage} needs DeepSpeed, which is not importable here "
+                      f"({type(exc).__name__}: {exc}); install it with `pip install deepspeed`") from exc
+    session.ensure_process_group()  # DeepSpeed reuses the group the harness made
+    with session.device.torch_device:
+        model = GPT(cfg)
+    name = session.precision.name
+    config: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": batch,
+        "gradient_accumulation_steps": accum,
+        "train_batch_size": batch * accum * session.world_size,
+        "zero_optimization": {"stage": stage},
+        "fp16": {"enabled": name == "fp16"},
+        "bf16": {"enabled": name == "bf16"},
+        "zero_allow_untested_optimizer": True,  # torch's AdamW, same optimiser as ddp/fsdp
+        "steps_per_print": 2**31 - 1,
+        "wall_clock_breakdown": False,
+    }
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    try:
+        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config,
+                                          dist_init_required=False)
+    except ValueError as exc:
+        if "not supported" in str(exc):
+            raise Refused(f"DeepSpeed: {exc} ({session.device.type}, {name})") from exc
+        raise
+    return DeepSpeedTrainer(engine)
+
+
+def build(session: Session, strategy: str, cfg: GPTConfig, *, lr: float, batch: int, accum: int,
+          compile_: bool = False) -> Trainer:
+    if strategy == "ddp":
+        return _ddp(session, cfg, lr, compile_)
+    if strategy in ("fsdp-full", "fsdp-grad-op"):
+        return _fsdp(session, cfg, lr, compile_, full=strategy == "fsdp-full")
+    if strategy in ("zero1", "zero2", "zero3"):
+        if compile_:
+            raise Refused("--compile is not supported with DeepSpeed strategies here")
+        return _deepspeed(session, cfg, lr, int(strategy[-1]), batch, accum)
+    raise Refused(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
