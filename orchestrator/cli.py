@@ -294,6 +294,57 @@ def sql(
     print_rows(columns, rows, fmt)
 
 
+EXPORTABLE = ("results", "throughput", "repeat_spread", "scaling", "cost", "provenance", "runs", "attempts")
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="csv, json or parquet.")] = "csv",
+    view: Annotated[str, typer.Option("--view", help="What to export: " + ", ".join(EXPORTABLE) + ".")] = "results",
+    sweep: Annotated[Optional[str], typer.Option("--sweep", help="Only rows of this sweep.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout; "
+                                                   "required for parquet).")] = None,
+) -> None:
+    """Export a view (default [bold]results[/bold]) as CSV, JSON or Parquet."""
+    if fmt not in ("csv", "json", "parquet"):
+        raise UserError(f"--format: expected csv, json or parquet, got {fmt!r}")
+    if view not in EXPORTABLE:
+        raise UserError(f"--view: expected one of {', '.join(EXPORTABLE)}, got {view!r}")
+    if fmt == "parquet" and output is None:
+        raise UserError("--format parquet needs --output FILE")
+    c = ctx_obj(ctx)
+    query = f"SELECT * FROM {view}" + (" WHERE sweep = :sweep" if sweep else "")
+    with c.sessions() as session:
+        result = session.execute(text(query), {"sweep": sweep} if sweep else {})
+        columns = list(result.keys())
+        rows = [list(r) for r in result]
+    if fmt == "parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ModuleNotFoundError:
+            raise UserError("parquet export needs pyarrow: pip install 'orch[parquet]'") from None
+        from orchestrator.output import jsonable
+
+        table = pa.table({name: [jsonable(row[i]) for row in rows] for i, name in enumerate(columns)})
+        assert output is not None
+        pq.write_table(table, output)
+        err_console.print(f"wrote {len(rows)} row(s) to {output}")
+        return
+    if output is None:
+        print_rows(columns, rows, fmt)
+        return
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        print_rows(columns, rows, fmt)
+    output.write_text(buffer.getvalue())
+    err_console.print(f"wrote {len(rows)} row(s) to {output}")
+
+
 # ---------------------------------------------------------------- sites / workloads / db
 
 @sites_app.command("list")

@@ -73,6 +73,7 @@ def store_metrics(session: Session, attempt: Attempt, metrics: MetricsFile) -> b
     session.add(Metrics(
         attempt_id=attempt.id, environment_id=_environment_id(session, metrics.env),
         schema=metrics.schema_, device_model=metrics.device.model, world_size=metrics.world_size,
+        code_revision=_short(metrics.env.get("git_rev") or metrics.env.get("code_revision")),
         raw=metrics.model_dump_json(by_alias=True), **{name: headline[name] for name in HEADLINE_METRICS},
     ))
     return True

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from orchestrator import __version__
 from orchestrator.db.models import Run, SweepRecord
 from orchestrator.expand import RunSpec, expand
 from orchestrator.render import RunFiles, environment, render_script
@@ -96,6 +97,7 @@ def _run_row(plan: PlannedRun, sweep_id: int) -> Run:
         device_type=site.device.type, device_model=site.device.model,
         peak_tflops=placement.peak_tflops if placement else None, scheduler=site.scheduler,
         script_hash=script_hash, script=plan.script, run_dir=str(plan.files.run_dir),
+        cost_per_node_hour=site.cost_per_node_hour, orch_version=__version__,
     )
 
 

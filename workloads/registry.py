@@ -134,6 +134,216 @@ register(
 )
 
 
+# --- DL primitives (DeepBench shapes; workloads/shapes.py) --------------------------------
+from workloads import memory as _memory  # noqa: E402  (pure Python, like this module)
+from workloads.models.configs import SIZES as _GPT_SIZES  # noqa: E402
+from workloads.shapes import PRESET_NAMES as _PRESETS  # noqa: E402
+
+_PRIMITIVE_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+_SHAPE = Param("shape", str, "deepbench-0", "DeepBench preset; explicit dimensions below override its values",
+               _PRESETS)
+_BACKWARD = Param("backward", bool, False, "also time the backward pass (separately from the forward)")
+
+
+def _dim(name: str, help_text: str, sentinel: int = 0) -> Param:
+    return Param(name, int, sentinel, f"{help_text} ({sentinel}: the preset's)")
+
+
+register(
+    Workload(
+        name="conv2d",
+        module="workloads.conv2d",
+        summary="2-D convolution, DeepBench shapes; TFLOP/s from 2*Wo*Ho*k*c*fw*fh*b (forward).",
+        params=COMMON_PARAMS + (
+            _SHAPE,
+            _dim("width", "input width w"),
+            _dim("height", "input height h"),
+            _dim("channels", "input channels c"),
+            _dim("filters", "filters k (output channels)"),
+            _dim("filter_w", "filter width fw"),
+            _dim("filter_h", "filter height fh"),
+            _dim("pad_w", "padding pw", -1),
+            _dim("pad_h", "padding ph", -1),
+            Param("stride_w", int, 1, "stride sw"),
+            Param("stride_h", int, 1, "stride sh"),
+            _BACKWARD,
+            Param("memory_format", str, "nchw", "tensor layout", ("nchw", "nhwc")),
+        ),
+        axes=frozenset({"batch_size"}),
+        axis_defaults={"batch_size": 0},
+        precisions=_PRIMITIVE_PRECISIONS,
+        memory_bytes=_memory.conv2d,
+        epilog=(
+            "--batch-size 0 (default) takes the preset's batch b. Presets (w,h,c,b,k,fw,fh,pw,ph):\n"
+            "  deepbench-0 7,7,32,131072,32,3,3,0,0     deepbench-1 14,14,128,4096,256,3,3,1,1\n"
+            "  deepbench-2 54,54,16,256,1024,3,3,1,1    deepbench-3 128,128,32,1024,128,5,5,0,0\n"
+            "FLOPs: forward 2*Wo*Ho*k*c*fw*fh*b, Wo=(w+2pw-fw)/sw+1; backward counted as 2 x forward.\n"
+            "example: python -m workloads.conv2d --shape deepbench-1 --batch-size 64 --backward true"
+        ),
+    )
+)
+
+register(
+    Workload(
+        name="relu",
+        module="workloads.relu",
+        summary="ReLU over a (b,c,h,w) tensor, DeepBench shapes; FLOPs w*h*c*b, and memory bandwidth.",
+        params=COMMON_PARAMS + (
+            _SHAPE,
+            _dim("width", "width w"),
+            _dim("height", "height h"),
+            _dim("channels", "channels c"),
+            _BACKWARD,
+        ),
+        axes=frozenset({"batch_size"}),
+        axis_defaults={"batch_size": 0},
+        precisions=_PRIMITIVE_PRECISIONS,
+        memory_bytes=_memory.relu,
+        epilog=(
+            "--batch-size 0 (default) takes the preset's batch b. Presets (w,h,c,b):\n"
+            "  deepbench-0 7,7,32,262144  deepbench-1 14,14,128,16384  deepbench-2 54,54,1024,128\n"
+            "  deepbench-3 128,128,128,128\n"
+            "FLOPs w*h*c*b forward, the same for backward; bandwidth_gbs = 2 x bytes of the tensor / time."
+        ),
+    )
+)
+
+register(
+    Workload(
+        name="lstm",
+        module="workloads.lstm",
+        summary="LSTM layer(s) over a sequence, DeepBench shapes; FLOPs as the accelerator study counts them.",
+        params=COMMON_PARAMS + (
+            _SHAPE,
+            _dim("input_size", "input features i"),
+            _dim("hidden_size", "hidden units h"),
+            Param("layers", int, 1, "stacked LSTM layers"),
+            _BACKWARD,
+        ),
+        axes=frozenset({"batch_size", "seq_len"}),
+        axis_defaults={"batch_size": 0, "seq_len": 0},
+        precisions=_PRIMITIVE_PRECISIONS,
+        epilog=(
+            "--seq-len is the number of steps s and --batch-size the batch b; 0 takes the preset's.\n"
+            "Presets (s,b,i,h): deepbench-0 50,64,256,256  deepbench-1 25,32,512,512\n"
+            "  deepbench-2 25,16,512,512  deepbench-3 50,32,512,512\n"
+            "tflops uses the study's 2*4*s*i*h*b + 2*4*s*h*b per layer; tflops_full counts\n"
+            "2*4*s*b*h*(i+h) (the recurrent product in full). Backward counted as 2 x forward."
+        ),
+    )
+)
+
+register(
+    Workload(
+        name="transformer_block",
+        module="workloads.transformer_block",
+        summary="One GPT layer (GPT-2 XL: hidden 1600, 25 heads); forward and backward timed separately.",
+        params=COMMON_PARAMS + (
+            Param("hidden", int, 1600, "hidden size h"),
+            Param("heads", int, 25, "attention heads"),
+            Param("causal", bool, True, "causal attention mask"),
+            Param("backward", bool, True, "also time the backward pass"),
+        ),
+        axes=frozenset({"batch_size", "seq_len"}),
+        axis_defaults={"batch_size": 8, "seq_len": 1024},
+        precisions=_PRIMITIVE_PRECISIONS,
+        memory_bytes=_memory.transformer_block,
+        epilog=(
+            "FLOPs: forward b*s*(2*N_layer + 4*h*s), N_layer = 12h^2 + 13h (one layer's share of\n"
+            "6N + 12*L*h*s, attention not halved for causality); backward 2 x forward.\n"
+            "fp16/bf16 run under autocast (fp32 weights), as in mixed-precision training.\n"
+            "example: python -m workloads.transformer_block --batch-size 16 --precision bf16"
+        ),
+    )
+)
+
+_LM_STRATEGIES = ("ddp", "fsdp-full", "fsdp-grad-op", "zero1", "zero2", "zero3")
+
+
+def _lm_params(default_model: str) -> tuple[Param, ...]:
+    return (
+        Param("model", str, default_model, "model size (workloads/models/configs.py)", tuple(_GPT_SIZES)),
+        Param("grad_accum", int, 1, "micro-batches per optimiser step (gradient accumulation)"),
+        Param("epochs", int, 0, "run by epochs over the data (0: run --warmup + --iters steps)"),
+        Param("max_steps_per_epoch", int, 0, "cap on optimiser steps per epoch (0: the whole data)"),
+        Param("lr", float, 3e-4, "AdamW learning rate"),
+        Param("seed", int, 0, "seed of weights and data"),
+        Param("compile", bool, False, "torch.compile the model (ddp/fsdp)"),
+    )
+
+
+_LM_EPILOG = (
+    "Model FLOPs per token 6N + 12*L*h*s (N without the position embedding; attention not halved\n"
+    "for causality); tflops = that x tokens/s over all ranks; mfu = tflops / (ranks x --peak-tflops).\n"
+    "Strategies: ddp, fsdp-full (FULL_SHARD), fsdp-grad-op (SHARD_GRAD_OP), zero1/2/3 (DeepSpeed).\n"
+    "By epochs, epoch_time_s is the 2nd epoch's time (the only one's if --epochs 1), averaged over ranks.\n"
+)
+
+register(
+    Workload(
+        name="gpt2",
+        module="workloads.gpt2",
+        summary="GPT-2 pre-training throughput (nanoGPT-style model): tokens/s, TFLOP/s, MFU, memory.",
+        params=COMMON_PARAMS + _lm_params("gpt2") + (
+            Param("data", str, "synthetic",
+                  "synthetic | text (shipped 0.6 MiB corpus, bytes) | file:/path (streamed; *.bin = uint16 ids)"),
+            Param("vocab_size", int, 0, "vocabulary (0: GPT-2's 50257)"),
+        ),
+        axes=frozenset({"batch_size", "seq_len", "strategy"}),
+        axis_defaults={"batch_size": 8, "seq_len": 1024, "strategy": "ddp"},
+        distributed=True,
+        strategies=_LM_STRATEGIES,
+        precisions=TRAINING_PRECISIONS,
+        memory_bytes=lambda p: _memory.gpt_training(p, default_model="gpt2"),
+        epilog=_LM_EPILOG + (
+            "sizes: " + ", ".join(_GPT_SIZES) + "\n"
+            "example: torchrun --nproc-per-node 4 -m workloads.gpt2 --model gpt2-medium --batch-size 16 "
+            "--strategy fsdp-full --precision bf16"
+        ),
+    )
+)
+
+register(
+    Workload(
+        name="genslm",
+        module="workloads.genslm",
+        summary="GenSLM: GPT over codon-tokenised synthetic genomes (vocabulary 70, 3 bases per token).",
+        params=COMMON_PARAMS + _lm_params("gpt2-xl") + (
+            Param("num_sequences", int, 64, "genomes per epoch (generated deterministically from --seed)"),
+        ),
+        axes=frozenset({"batch_size", "seq_len", "strategy"}),
+        axis_defaults={"batch_size": 1, "seq_len": 1024, "strategy": "ddp"},
+        distributed=True,
+        strategies=_LM_STRATEGIES,
+        precisions=TRAINING_PRECISIONS,
+        memory_bytes=lambda p: _memory.gpt_training(p, default_model="gpt2-xl", vocab=70, default_batch=1),
+        epilog=_LM_EPILOG + "The study's sequence lengths are 1024 and 10240 codons.",
+    )
+)
+
+register(
+    Workload(
+        name="allreduce",
+        module="workloads.allreduce",
+        summary="All-reduce bandwidth over message sizes: algbw and busbw as nccl-tests define them.",
+        params=COMMON_PARAMS + (
+            Param("sizes", str, "1024,65536,1048576,16777216,64500000",
+                  "comma-separated message sizes in elements (k/M/G suffixes allowed)"),
+            Param("peak_link_gbs", float, 0.0, "link peak in GB/s for link_utilization (0: not reported)"),
+            Param("check", bool, True, "verify the reduced values once per size"),
+        ),
+        distributed=True,
+        precisions=("fp32", "fp16", "bf16"),
+        memory_bytes=_memory.allreduce,
+        epilog=(
+            "algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-tests), time the mean over --iters.\n"
+            "Headline bandwidth_gbs is busbw at the largest size. gloo on cpu, nccl on cuda, xccl/ccl on xpu.\n"
+            "example: torchrun --nproc-per-node 8 -m workloads.allreduce --sizes 16777216"
+        ),
+    )
+)
+
+
 def get(name: str) -> Workload:
     """The workload called ``name``; KeyError names the known ones."""
     try:

@@ -64,6 +64,8 @@ class Run(Base):
     script_hash: Mapped[str | None] = mapped_column(String(64))
     script: Mapped[str | None] = mapped_column(Text)
     run_dir: Mapped[str | None] = mapped_column(Text)
+    cost_per_node_hour: Mapped[float | None] = mapped_column(Float)
+    orch_version: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
@@ -133,6 +135,7 @@ class Metrics(Base):
     step_time_std_s: Mapped[float | None] = mapped_column(Float)
     epoch_time_s: Mapped[float | None] = mapped_column(Float)
     bandwidth_gbs: Mapped[float | None] = mapped_column(Float)
+    code_revision: Mapped[str | None] = mapped_column(String(80))  # git revision of the workload code
     raw: Mapped[str] = mapped_column(Text)  # the metrics file as ingested
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

@@ -40,7 +40,8 @@ def _add_param(parser: argparse.ArgumentParser, param: Param) -> None:
         if param.choices is not None:
             kwargs["choices"] = param.choices
     if param.default is not None:
-        help_text += f" (default: {param.default})"
+        shown = str(param.default).lower() if isinstance(param.default, bool) else param.default
+        help_text += f" (default: {shown})"
     kwargs["help"] = help_text
     flags = [param.flag]
     plain = "--" + param.name.replace("_", "-")

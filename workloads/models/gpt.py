@@ -108,5 +108,5 @@ class GPT(nn.Module):
         loss = None
         if targets is not None:
             # Loss in fp32 whatever the autocast dtype: a half-precision softmax over 50k logits loses bits.
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))
         return logits, loss

@@ -1,0 +1,133 @@
+"""Derived views on real runs: scaling and repeat spread match a hand computation; export; upgrade in place."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import run_orch, write
+
+SWEEP = """\
+name: scale
+experiments:
+  - name: gemm-scaling
+    workload: gemm
+    sites: [local]
+    walltime: "00:05:00"
+    grid:
+      devices: [1, 2, 4]
+      m: 96
+      n: 96
+      k: 96
+      warmup: 2
+      iters: 5
+      repeats: 2
+"""
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    workdir = tmp_path_factory.mktemp("scale")
+    sweep = write(workdir / "scale.yaml", SWEEP)
+    run_orch("run", str(sweep), cwd=workdir, check=True)
+    return workdir
+
+
+def sql(workdir: Path, query: str) -> list[dict]:
+    return json.loads(run_orch("sql", "-f", "json", query, cwd=workdir, check=True).stdout)
+
+
+def test_scaling_view_matches_hand_computation(scaled: Path) -> None:
+    rows = sql(scaled, "SELECT devices, tflops FROM results WHERE status = 'completed'")
+    assert len(rows) == 6
+    by_devices: dict[int, list[float]] = defaultdict(list)
+    for row in rows:
+        by_devices[row["devices"]].append(row["tflops"])
+    mean = {d: sum(v) / len(v) for d, v in by_devices.items()}
+
+    scaling = sql(scaled, "SELECT devices, repeats, throughput_metric, base_devices, speedup, efficiency "
+                          "FROM scaling ORDER BY devices")
+    assert [r["devices"] for r in scaling] == [1, 2, 4]
+    for row in scaling:
+        d = row["devices"]
+        assert row["repeats"] == 2 and row["base_devices"] == 1 and row["throughput_metric"] == "tflops"
+        assert row["speedup"] == pytest.approx(mean[d] / mean[1], rel=1e-9)
+        assert row["efficiency"] == pytest.approx(mean[d] / mean[1] / d, rel=1e-9)
+
+
+def test_repeat_spread(scaled: Path) -> None:
+    rows = sql(scaled, "SELECT devices, tflops FROM results")
+    spread = {r["devices"]: r for r in sql(scaled, "SELECT * FROM repeat_spread")}
+    for devices, stats in spread.items():
+        values = [r["tflops"] for r in rows if r["devices"] == devices]
+        assert stats["repeats"] == 2
+        assert stats["min"] == pytest.approx(min(values)) and stats["max"] == pytest.approx(max(values))
+        assert stats["mean"] == pytest.approx(sum(values) / 2)
+
+
+def test_provenance_and_cost_views(scaled: Path) -> None:
+    prov = sql(scaled, "SELECT * FROM provenance")
+    assert len(prov) == 6
+    assert all(p["sweep_hash"] and p["script_hash"] and p["orch_version"] and p["torch"] for p in prov)
+    assert all(p["code_revision"] for p in prov)  # the workloads run from this git checkout
+    cost = sql(scaled, "SELECT nodes, throughput, per_node_hour, per_cost_unit FROM cost")
+    assert all(c["per_node_hour"] == pytest.approx(c["throughput"] * 3600 / c["nodes"]) for c in cost)
+    assert all(c["per_cost_unit"] is None for c in cost)  # the local site has no price
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_export(scaled: Path, fmt: str) -> None:
+    out = scaled / f"results.{fmt}"
+    run_orch("export", "--format", fmt, "--output", str(out), cwd=scaled, check=True)
+    if fmt == "csv":
+        lines = out.read_text().splitlines()
+        assert lines[0].startswith("run_id,") and len(lines) == 7
+    elif fmt == "json":
+        assert len(json.loads(out.read_text())) == 6
+    else:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(out)
+        assert table.num_rows == 6 and "tflops" in table.column_names
+
+
+def test_old_database_is_upgraded_in_place(workdir: Path, db_url: str) -> None:
+    """A database at migration 0001 with rows in it keeps every row through `orch db upgrade`."""
+    from orchestrator.db.engine import current_revision, head_revision, make_engine, upgrade
+
+    engine = make_engine(db_url)
+    upgrade(engine, "0001")
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO sweeps (name, path, content_hash, content, created_at) "
+                             "VALUES ('old', '/x.yaml', 'abc', 'name: old', CURRENT_TIMESTAMP)"))
+        sweep_id = conn.execute(sa.text("SELECT id FROM sweeps")).scalar_one()
+        conn.execute(sa.text(
+            "INSERT INTO runs (id, sweep_id, sweep, experiment, workload, site, status, devices, precision, "
+            "repeat, params, spec, walltime_s, max_attempts, retry_on, created_at, updated_at) VALUES "
+            "('r1', :s, 'old', 'e', 'gemm', 'local', 'finished', 1, 'fp32', 0, '{}', '{}', 60, 1, '[]', "
+            "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"), {"s": sweep_id})
+        conn.execute(sa.text("INSERT INTO attempts (run_id, number, state, scheduler, job_name, created_at) "
+                             "VALUES ('r1', 1, 'completed', 'local', 'orch-r1-a1', CURRENT_TIMESTAMP)"))
+        attempt_id = conn.execute(sa.text("SELECT id FROM attempts")).scalar_one()
+        conn.execute(sa.text("INSERT INTO metrics (attempt_id, schema, tflops, raw, ingested_at) VALUES "
+                             "(:a, 'orch.metrics/1', 2.5, '{}', CURRENT_TIMESTAMP)"), {"a": attempt_id})
+    engine.dispose()
+    assert current_revision(make_engine(db_url)) == "0001"
+
+    proc = run_orch("db", "upgrade", cwd=workdir, env={"ORCH_DB_URL": db_url}, check=True)
+    assert "0001 -> " in proc.stdout
+    engine = make_engine(db_url)
+    assert current_revision(engine) == head_revision()
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("SELECT run_id, tflops FROM results")).one()
+        assert tuple(row) == ("r1", 2.5)
+        assert conn.execute(sa.text("SELECT orch_version FROM runs")).scalar_one() is None
+        assert conn.execute(sa.text("SELECT count(*) FROM throughput")).scalar_one() == 1
+    engine.dispose()
+    # Upgrading again changes nothing.
+    again = run_orch("db", "upgrade", cwd=workdir, env={"ORCH_DB_URL": db_url}, check=True)
+    assert again.stdout.count(head_revision() or "") == 2
