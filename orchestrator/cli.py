@@ -273,12 +273,22 @@ def run(
 @app.command()
 def sql(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help='SQL to run, e.g. "SELECT * FROM results".')],
+    query: Annotated[Optional[str], typer.Argument(help='SQL to run, e.g. "SELECT * FROM results".')] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
+    file: Annotated[Optional[Path], typer.Option("--file", help="Read the query from this file "
+                                                 "(e.g. db/queries/scaling_efficiency.sql).")] = None,
 ) -> None:
     """Run a SQL query on the results database (the [bold]results[/bold] view is the public surface)."""
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format: expected table, csv or json, got {fmt!r}")
+    if (query is None) == (file is None):
+        raise UserError("give a query or --file FILE (one of them)")
+    if file is not None:
+        try:
+            query = file.read_text()
+        except OSError as exc:
+            raise UserError(f"{file}: cannot read ({exc.strerror})") from None
+    assert query is not None
     c = ctx_obj(ctx)
     with c.sessions() as session:
         try:

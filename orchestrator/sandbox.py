@@ -852,15 +852,10 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _configs_current() -> bool:
+def _configs_current(mode: str) -> bool:
     try:
-        current = SLURM_CONF.read_text()
-        mode = "cgroup" if "task/cgroup" in current else "jobacct"
-        forced = os.environ.get("ORCH_SANDBOX_MEMORY", "").strip().lower()
-        if forced in ("cgroup", "jobacct") and forced != mode:
-            return False
         return (
-            current == _slurm_conf(mode)
+            SLURM_CONF.read_text() == _slurm_conf(mode)
             and CGROUP_CONF.read_text() == _cgroup_conf(mode)
             and GRES_CONF.read_text() == _gres_conf()
             and DBD_CONF.read_text() == _dbd_conf()
@@ -877,15 +872,15 @@ def up(like: str | None = None) -> SandboxStatus:
             "is not implemented yet; run `orch sandbox up` without --like"
         )
     _require_root()
+    mode = _memory_mode()
     # Fast path: nothing to do.
-    if _configs_current():
+    if _configs_current(mode):
         st = status()
         if st.ok:
             return st
 
     _ensure_packages()
     _dirs()
-    mode = _memory_mode()
     slurm_changed = _write_if_changed(SLURM_CONF, _slurm_conf(mode))
     slurm_changed |= _write_if_changed(GRES_CONF, _gres_conf())
     slurm_changed |= _write_if_changed(CGROUP_CONF, _cgroup_conf(mode))

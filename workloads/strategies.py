@@ -110,7 +110,8 @@ def _fsdp(session: Session, cfg: GPTConfig, lr: float, compile_: bool, full: boo
         fully_shard(block, reshard_after_forward=full)
     fully_shard(model, reshard_after_forward=full)
     model.to_empty(device=session.device.torch_device)
-    model.lm_head.weight = model.wte.weight  # materialising may untie; tie again before init
+    if model.lm_head.weight is not model.wte.weight:  # FSDP2 keeps the tie; plain to_empty would not
+        model.lm_head.weight = model.wte.weight
     model.reset_parameters()
     forward = torch.compile(model) if compile_ else model
 

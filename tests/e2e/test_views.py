@@ -131,3 +131,23 @@ def test_old_database_is_upgraded_in_place(workdir: Path, db_url: str) -> None:
     # Upgrading again changes nothing.
     again = run_orch("db", "upgrade", cwd=workdir, env={"ORCH_DB_URL": db_url}, check=True)
     assert again.stdout.count(head_revision() or "") == 2
+
+
+@pytest.mark.parametrize("query_file", sorted((Path(__file__).resolve().parents[2] / "db" / "queries").glob("*.sql")),
+                         ids=lambda p: p.stem)
+def test_documented_queries_run(scaled: Path, query_file: Path) -> None:
+    rows = json.loads(run_orch("sql", "-f", "json", "--file", str(query_file), cwd=scaled, check=True).stdout)
+    if query_file.stem in ("scaling_efficiency", "accelerator_comparison", "precision_comparison",
+                           "strategy_memory_time"):
+        assert rows, f"{query_file.name} returned no rows on a scaling sweep"
+    if query_file.stem == "scaling_efficiency":
+        assert [r["devices"] for r in rows] == [1, 2, 4] and float(rows[0]["speedup"]) == 1.0
+
+
+def test_documented_queries_are_valid_on_both_backends(db_url: str) -> None:
+    from orchestrator.db.engine import open_database
+
+    sessions = open_database(db_url)
+    with sessions() as session:
+        for query_file in sorted((Path(__file__).resolve().parents[2] / "db" / "queries").glob("*.sql")):
+            session.execute(sa.text(query_file.read_text())).all()
