@@ -27,7 +27,7 @@ from orchestrator.plan import PlannedRun, plan_sweep, record_plan
 from orchestrator.submit import Executors, submit_runs
 from orchestrator.sweep import parse_sweep
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
+app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_enable=False,
                   help="Benchmark campaigns of AI workloads on HPC sites: one sweep file to SQL rows.\n\n"
                        "Quick start: [bold]orch run examples/quickstart.yaml --site local[/bold]")
 sites_app = typer.Typer(no_args_is_help=True, help="Site profiles: list and show.")
@@ -63,7 +63,7 @@ def ctx_obj(ctx: typer.Context) -> Context:
     return ctx.ensure_object(Context)  # type: ignore[no-any-return]
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def main_options(
     ctx: typer.Context,
     db: Annotated[Optional[str], typer.Option("--db", envvar="ORCH_DB_URL", show_envvar=True,
@@ -74,6 +74,9 @@ def main_options(
 ) -> None:
     if version:
         console.print(f"orch {__version__}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        console.print(ctx.get_help())
         raise typer.Exit()
     state = paths.state_dir()
     ctx.obj = Context(db_url=db or paths.default_db_url(), sites_dirs=list(sites_dir or []), state_dir=state)
@@ -479,27 +482,13 @@ def _print_sandbox(state: object, as_json: bool) -> None:
 
 def main() -> None:
     try:
-        # Outside standalone mode click returns an Exit's code instead of raising it.
-        code = app(standalone_mode=False)
-        raise SystemExit(code if isinstance(code, int) else 0)
+        app()  # standalone: click prints usage errors itself and exits 2
     except UserError as exc:
-        err_console.print(f"error: {exc}", markup=False, highlight=False)
+        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(exc.exit_code)
-    except typer.Exit as exc:
-        raise SystemExit(exc.exit_code)
-    except typer.Abort:
-        err_console.print("aborted")
-        raise SystemExit(130)
     except KeyboardInterrupt:
         err_console.print("interrupted: nothing is lost; `orch status` picks up where this stopped")
         raise SystemExit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            raise SystemExit(exc.exit_code)
-        raise
 
 
 if __name__ == "__main__":

@@ -1,13 +1,38 @@
 """Launchers: how a site starts N processes of a workload. Add one by adding a class.
 
 Each returns an argv list; the renderer quotes every element, so nothing from a
-sweep or a profile reaches the shell unquoted.
+sweep or a profile reaches the shell unquoted. What needs the shell at run time
+(the first host of the allocation, per-rank device numbers) is done by the
+templates, never by a launcher: a launcher that needs a rendezvous address sets
+``rendezvous`` and reads it from the environment the template exports
+(``MASTER_ADDR``; ``PET_RDZV_ENDPOINT`` for torchrun, which reads ``PET_*``
+variables for its options); a rank wrapper (``rank_wrapper``) is written by the
+template when the profile asks for GPU affinity.
+
+Registered launchers (``launcher.name`` in a profile):
+
+========== ==============================================================================
+python     one process, no launcher
+single     one process that drives every device of the run (Graphcore PopTorch replicas,
+           GroqFlow); ``options.via: srun`` starts it as a one-task Slurm step
+torchrun   ``torch.distributed.run``: standalone on one node; on several nodes one
+           torchrun per node started by ``srun`` (Slurm) or ``mpiexec --ppn 1`` (PBS),
+           c10d rendezvous at the first host
+srun       Slurm ``srun``, one task per device (``--mpi=pmi2`` etc. through ``args``)
+mpiexec    MPICH/Cray PALS ``mpiexec -n N --ppn K`` (Polaris), one rank per device
+mpirun     Intel MPI / Open MPI ``mpirun -n N -ppn K`` (Dawn)
+deepspeed  the ``deepspeed`` launcher (``--module``; hostfile written by the template
+           on several nodes, ``--launcher slurm|mpich`` by scheduler)
+gaudi_spawn Habana's ``gaudi_spawn.py --world_size N --use_mpi|--use_deepspeed``
+sambaflow  SambaNova: ``srun python app compile`` then ``srun python app run --pef``
+cerebras   Cerebras model-zoo runner ``python run.py CSX ... --num_csx=N`` (appliance)
+========== ==============================================================================
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -18,15 +43,28 @@ class LaunchRequest:
     nodes: int
     tasks_per_node: int
     extra_args: list[str]  # the profile's launcher.args
+    scheduler: str = "local"
+    devices_per_node: int | None = None  # devices on each node (default: tasks_per_node)
+    # Words put before the program on every rank (e.g. the GPU affinity wrapper).
+    rank_wrapper: list[str] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)  # the profile's launcher.options
+    script: str | None = None  # the workload as a file (for runners that take a script path)
+    workload: str = ""  # the workload's registry name
 
     @property
     def tasks(self) -> int:
         return self.nodes * self.tasks_per_node
 
+    @property
+    def devices(self) -> int:
+        return self.nodes * (self.devices_per_node or self.tasks_per_node)
+
 
 class Launcher:
     name: ClassVar[str]
     max_nodes: ClassVar[int | None] = None  # None: no limit of its own
+    # True: one process drives all the devices of a node (tasks_per_node is 1).
+    single_process: ClassVar[bool] = False
     registry: ClassVar[dict[str, type["Launcher"]]] = {}
 
     def __init_subclass__(cls) -> None:
@@ -34,10 +72,22 @@ class Launcher:
         Launcher.registry[cls.name] = cls
 
     def program(self, req: LaunchRequest) -> list[str]:
-        return [req.python, "-m", req.module, *req.args]
+        return [*req.rank_wrapper, req.python, "-m", req.module, *req.args]
 
     def argv(self, req: LaunchRequest) -> list[str]:
         raise NotImplementedError
+
+    def pre_steps(self, req: LaunchRequest) -> list[list[str]]:
+        """Commands run before ``argv`` in the same script (e.g. a compile step)."""
+        return []
+
+    def rendezvous(self, req: LaunchRequest) -> bool:
+        """True when the script must export MASTER_ADDR (and PET_RDZV_*) before launching."""
+        return False
+
+    def hostfile(self, req: LaunchRequest) -> bool:
+        """True when the script must write ``orch-hostfile`` (one ``host slots=K`` line per node)."""
+        return False
 
     def check(self, req: LaunchRequest) -> str | None:
         """Why this launcher cannot start ``req`` (None when it can)."""
@@ -61,19 +111,54 @@ class PythonLauncher(Launcher):
         return self.program(req)
 
 
+class SingleProcessLauncher(Launcher):
+    """One process for all the run's devices (PopTorch replicas on IPUs, GroqFlow on GroqCards)."""
+
+    name = "single"
+    max_nodes = 1
+    single_process = True
+
+    def argv(self, req: LaunchRequest) -> list[str]:
+        if req.options.get("via") == "srun":
+            return ["srun", "--nodes=1", "--ntasks=1", *req.extra_args, *self.program(req)]
+        return [*req.extra_args, *self.program(req)] if req.extra_args else self.program(req)
+
+
 class TorchrunLauncher(Launcher):
-    """``torch.distributed.run`` on one node (standalone rendezvous); plain python for one task."""
+    """``torch.distributed.run``: standalone on one node; one per node through srun/mpiexec on several."""
 
     name = "torchrun"
-    max_nodes = 1
+    RDZV_PORT: ClassVar[int] = 29400
+
+    def _via(self, req: LaunchRequest) -> str | None:
+        via = req.options.get("via")
+        if via:
+            return str(via)
+        return {"slurm": "srun", "pbs": "mpiexec"}.get(req.scheduler)
+
+    def check(self, req: LaunchRequest) -> str | None:
+        if req.nodes > 1 and self._via(req) not in ("srun", "mpiexec"):
+            return (f"launcher torchrun needs srun or mpiexec to start one torchrun per node on "
+                    f"{req.nodes} nodes (scheduler {req.scheduler}; set launcher.options.via)")
+        return super().check(req)
+
+    def rendezvous(self, req: LaunchRequest) -> bool:
+        return req.nodes > 1
 
     def argv(self, req: LaunchRequest) -> list[str]:
         if req.tasks == 1:
             return self.program(req)
-        return [
-            req.python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-            f"--nproc-per-node={req.tasks_per_node}", *req.extra_args, "-m", req.module, *req.args,
-        ]
+        # No rank wrapper here: torchrun starts the ranks itself (they read LOCAL_RANK).
+        inner = [req.python, "-m", "torch.distributed.run"]
+        tail = [*req.extra_args, "-m", req.module, *req.args]
+        if req.nodes == 1:
+            return [*inner, "--standalone", "--nnodes=1", f"--nproc-per-node={req.tasks_per_node}", *tail]
+        # Several nodes: the template exports PET_RDZV_ENDPOINT=<first host>:<port> and PET_RDZV_ID.
+        inner = [req.python, "-m", "torch.distributed.run", f"--nnodes={req.nodes}",
+                 f"--nproc-per-node={req.tasks_per_node}", "--rdzv-backend=c10d", *tail]
+        if self._via(req) == "srun":
+            return ["srun", f"--nodes={req.nodes}", "--ntasks-per-node=1", f"--ntasks={req.nodes}", *inner]
+        return ["mpiexec", "-n", str(req.nodes), "--ppn", "1", *inner]
 
 
 class SrunLauncher(Launcher):
@@ -86,6 +171,116 @@ class SrunLauncher(Launcher):
             "srun", f"--nodes={req.nodes}", f"--ntasks-per-node={req.tasks_per_node}",
             f"--ntasks={req.tasks}", *req.extra_args, *self.program(req),
         ]
+
+
+class MpiexecLauncher(Launcher):
+    """MPICH / Cray PALS ``mpiexec -n N --ppn K`` (Polaris); the workload reads PMI_*/PALS_*."""
+
+    name = "mpiexec"
+
+    def argv(self, req: LaunchRequest) -> list[str]:
+        return ["mpiexec", "-n", str(req.tasks), "--ppn", str(req.tasks_per_node), *req.extra_args,
+                *self.program(req)]
+
+
+class MpirunLauncher(Launcher):
+    """Intel MPI / Open MPI ``mpirun -n N -ppn K`` (Dawn: ``mpirun -n 8 -ppn 8``)."""
+
+    name = "mpirun"
+
+    def argv(self, req: LaunchRequest) -> list[str]:
+        return ["mpirun", "-n", str(req.tasks), "-ppn", str(req.tasks_per_node), *req.extra_args,
+                *self.program(req)]
+
+
+class DeepSpeedLauncher(Launcher):
+    """The ``deepspeed`` launcher; on several nodes it reads the hostfile the template writes."""
+
+    name = "deepspeed"
+
+    def hostfile(self, req: LaunchRequest) -> bool:
+        return req.nodes > 1
+
+    def rendezvous(self, req: LaunchRequest) -> bool:
+        return req.nodes > 1
+
+    def check(self, req: LaunchRequest) -> str | None:
+        if req.nodes > 1 and req.scheduler not in ("slurm", "pbs"):
+            return f"launcher deepspeed needs a scheduler's node list for {req.nodes} nodes"
+        return super().check(req)
+
+    def argv(self, req: LaunchRequest) -> list[str]:
+        argv = ["deepspeed", f"--num_nodes={req.nodes}", f"--num_gpus={req.tasks_per_node}"]
+        if req.nodes > 1:
+            backend = req.options.get("multinode_launcher") or ("slurm" if req.scheduler == "slurm" else "mpich")
+            argv += ["--hostfile=orch-hostfile", f"--launcher={backend}", "--master_port=29500"]
+        # --no_local_rank: the workloads read LOCAL_RANK from the environment, not --local_rank.
+        return [*argv, "--no_local_rank", *req.extra_args, "--module", req.module, *req.args]
+
+
+class GaudiSpawnLauncher(Launcher):
+    """Habana's ``gaudi_spawn.py --world_size N --use_mpi`` (or ``--use_deepspeed``) on one node."""
+
+    name = "gaudi_spawn"
+    max_nodes = 1
+
+    def argv(self, req: LaunchRequest) -> list[str]:
+        program = str(req.options.get("program", "gaudi_spawn.py"))
+        mode = str(req.options.get("mode", "mpi"))
+        if mode not in ("mpi", "deepspeed"):
+            mode = "mpi"
+        if req.tasks == 1:
+            return self.program(req)
+        script = req.script or req.module
+        return [req.python, program, f"--world_size={req.tasks}", f"--use_{mode}", *req.extra_args,
+                script, *req.args]
+
+
+class SambaFlowLauncher(Launcher):
+    """SambaNova: compile the app to a PEF, then run it, both through ``srun`` (multi-node: pmi2)."""
+
+    name = "sambaflow"
+
+    def _pef(self, req: LaunchRequest) -> tuple[str, str]:
+        name = "orch_" + (req.workload or req.module.rsplit(".", 1)[-1]).replace("-", "_")
+        return name, f"pef/{name}/{name}.pef"
+
+    def pre_steps(self, req: LaunchRequest) -> list[list[str]]:
+        name, _ = self._pef(req)
+        return [["srun", "--nodes=1", "--ntasks=1", req.python, "-m", req.module, "compile",
+                 f"--pef-name={name}", "--output-folder=pef", *req.args]]
+
+    def argv(self, req: LaunchRequest) -> list[str]:
+        _, pef = self._pef(req)
+        mpi = ["--mpi=pmi2"] if req.nodes > 1 else []
+        return ["srun", f"--nodes={req.nodes}", f"--ntasks-per-node={req.tasks_per_node}", *mpi,
+                *req.extra_args, req.python, "-m", req.module, "run", f"--pef={pef}", *req.args]
+
+
+class CerebrasLauncher(Launcher):
+    """The Cerebras model-zoo runner, started from a login node; the appliance schedules it."""
+
+    name = "cerebras"
+    max_nodes = 1
+    single_process = True
+
+    def check(self, req: LaunchRequest) -> str | None:
+        if not req.options.get("program"):
+            return "launcher cerebras needs launcher.options.program (the model zoo's run.py)"
+        return super().check(req)
+
+    def argv(self, req: LaunchRequest) -> list[str]:
+        opts = req.options
+        argv = [req.python, str(opts["program"]), "CSX", "--params", str(opts.get("params", "params.yaml")),
+                f"--num_csx={req.devices}", "--mode", str(opts.get("mode", "train")),
+                "--model_dir", str(opts.get("model_dir", "model_dir"))]
+        mounts = [str(m) for m in opts.get("mount_dirs", [])]
+        paths = [str(p) for p in opts.get("python_paths", [])]
+        if mounts:
+            argv += ["--mount_dirs", *mounts]
+        if paths:
+            argv += ["--python_paths", *paths]
+        return [*argv, "--compile_dir", str(opts.get("compile_dir", "compile_dir")), *req.extra_args]
 
 
 def get_launcher(name: str) -> Launcher:

@@ -18,7 +18,7 @@ import jinja2
 
 from orchestrator import paths
 from orchestrator.errors import UserError
-from orchestrator.resolve import Resolved
+from orchestrator.resolve import AFFINITY_WRAPPER, Resolved
 from orchestrator.timefmt import format_hms
 
 
@@ -102,6 +102,10 @@ class RunFiles:
         return self.run_dir / "stderr.log"
 
 
+# The variable that limits a process to some devices, by device type.
+_AFFINITY_VARS = {"cuda": "CUDA_VISIBLE_DEVICES", "xpu": "ZE_AFFINITY_MASK", "hpu": "HABANA_VISIBLE_MODULES"}
+
+
 def job_name(run_id: str, attempt: int | None = None) -> str:
     return f"orch-{run_id}" + (f"-a{attempt}" if attempt is not None else "")
 
@@ -113,6 +117,12 @@ def render_script(resolved: Resolved, files: RunFiles, env: jinja2.Environment |
         raise ValueError("cannot render a skipped run")
     site, spec = resolved.site, resolved.spec
     env = env or environment()
+    res = site.resources
+    devices_per_node = placement.devices_per_node or placement.tasks_per_node
+    cards_per_node = -(-devices_per_node // site.device.per_card)
+    cpus_per_task = None
+    if res.cpus_per_device:
+        cpus_per_task = res.cpus_per_device * max(1, devices_per_node // max(1, placement.tasks_per_node))
     context = {
         "run": {"id": spec.id, "sweep": spec.sweep, "experiment": spec.experiment,
                 "workload": spec.workload, "devices": spec.devices, "precision": spec.precision},
@@ -120,14 +130,40 @@ def render_script(resolved: Resolved, files: RunFiles, env: jinja2.Environment |
         "job_name": job_name(spec.id),
         "nodes": placement.nodes,
         "tasks_per_node": placement.tasks_per_node,
-        "devices_per_node": placement.tasks_per_node,
+        "devices_per_node": devices_per_node,
         "queue": placement.queue or "",
+        "queue_tier": placement.queue_tier or "",
         "account": placement.account or "",
         "qos": placement.qos or "",
         "walltime_s": placement.walltime_s,
         "walltime": format_hms(placement.walltime_s),
+        # Accelerator and CPU requests (see orchestrator.sites.Resources)
+        "gpu_request": res.gpu_request,
+        "gres_name": res.gres_name,
+        "cards_per_node": cards_per_node,
+        "cards_total": cards_per_node * placement.nodes,
+        "cpus_per_device": res.cpus_per_device or "",
+        "cpus_per_task": cpus_per_task or "",
+        "mem": res.mem or "",
+        "mem_per_device": res.mem_per_device or "",
+        "exclusive": res.exclusive,
+        "constraint": res.constraint or "",
+        "select": res.select or "",
+        "place": res.place or "",
+        "filesystems": res.filesystems or "",
+        # Launch helpers the templates write (see orchestrator.launchers)
+        "gpu_affinity": site.launcher.gpu_affinity,
+        "affinity_wrapper": AFFINITY_WRAPPER,
+        "affinity_var": _AFFINITY_VARS.get(site.device.type, "CUDA_VISIBLE_DEVICES"),
+        "node_devices": site.device.per_node,
+        "rendezvous": placement.rendezvous,
+        "hostfile": placement.hostfile,
+        "launcher": placement.launcher,
+        "pre_commands": [ShellSafe(shlex.join(step)) for step in placement.pre_steps],
         "directives": [directive(d) for d in site.directives],
-        "queue_directives": [directive(d) for q in site.queues if q.name == placement.queue for d in q.directives],
+        "queue_directives": [directive(d) for q in site.queues
+                             if q.name == placement.queue and (q.tier or None) == placement.queue_tier
+                             for d in q.directives],
         "setup": [shell_line(line) for line in site.setup],
         "env": dict(site.env),
         "run_dir": str(files.run_dir),

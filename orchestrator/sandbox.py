@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.errors import UserError
+
 __all__ = [
     "FACTS",
     "SandboxError",
@@ -131,8 +133,13 @@ def _facts() -> dict:
 FACTS = _facts()
 
 
-class SandboxError(RuntimeError):
-    """The sandbox cluster could not be brought up (the message says what and shows logs)."""
+class SandboxError(UserError, RuntimeError):
+    """The sandbox cluster could not be brought up (the message says what and shows logs).
+
+    A UserError so that the CLI prints the message (and log tails) without a traceback.
+    """
+
+    exit_code = 1
 
 
 @dataclass
@@ -598,7 +605,7 @@ def _ensure_mariadb() -> None:
         if installer:
             _run([installer, "--user=mysql", f"--datadir={datadir}"], timeout=300, check=True)
     Path("/var/log/mysql").mkdir(parents=True, exist_ok=True)
-    shutil.chown("/var/log/mysql", "mysql", "adm") if _group_exists("adm") else None
+    shutil.chown("/var/log/mysql", "mysql", "adm" if _group_exists("adm") else "mysql")
     safe = shutil.which("mysqld_safe", path="/usr/bin:/usr/sbin")
     if safe:
         cmd = [safe]

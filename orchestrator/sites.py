@@ -2,7 +2,10 @@
 
 Sites are data: scheduler, queues and their limits, node layout, device peaks,
 launcher, environment. A site with several systems (the ALCF AI Testbed) lists
-per-system overrides under ``systems``; ``site:system`` selects one.
+per-system overrides under ``systems``; ``site:system`` selects one. A system's
+``device``, ``node``, ``resources`` and ``launcher`` replace the site's whole
+sections; its other mappings (``env``, ``account``, ...) are merged key by key
+and its lists replace the site's.
 """
 
 from __future__ import annotations
@@ -14,18 +17,32 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator import paths
 from orchestrator.errors import UserError
-from orchestrator.timefmt import parse_walltime
+from orchestrator.timefmt import format_hms, parse_walltime
 from orchestrator.yamlsource import load_yaml
 from workloads.registry import PRECISIONS
 
 DEVICE_TYPES = ("cpu", "cuda", "xpu", "hpu", "rdu", "ipu", "wse", "lpu")
+# Peak keys that are not run precisions: fp64 (vector) and fp64 on matrix units.
+PEAK_ONLY_KEYS = ("fp64", "fp64_matrix")
+# How a Slurm site is asked for accelerators.
+GPU_REQUESTS = ("none", "gres", "gpus-per-node", "gpus", "ipus")
+# How each rank is pinned to a device: "reversed" numbers devices the other way round from
+# the cores (Polaris: CUDA_VISIBLE_DEVICES = 3 - local_rank % 4); "local_rank" in order.
+GPU_AFFINITY = ("none", "reversed", "local_rank")
 
 
 class Queue(BaseModel):
-    """A partition (Slurm) or queue (PBS) and the limits orch picks it by."""
+    """A partition (Slurm) or queue (PBS) and the limits orch picks it by.
+
+    Several entries may share a ``name`` when the scheduler routes one queue to
+    tiers with their own limits (Polaris ``prod``: small / medium / large); each
+    entry then carries a ``tier`` label and the run is submitted with ``name``.
+    """
 
     model_config = ConfigDict(extra="forbid")
     name: str
+    # Label of a routed tier of ``name`` (shown as "prod (small)"); the queue submitted is ``name``.
+    tier: str | None = None
     min_nodes: int = Field(1, ge=1)
     max_nodes: int = Field(ge=1)
     max_walltime: str | int
@@ -33,6 +50,17 @@ class Queue(BaseModel):
     max_devices: int | None = Field(None, ge=1)
     max_jobs_per_user: int | None = None
     max_queued_per_user: int | None = None
+    max_running_per_project: int | None = None
+    max_queued_per_project: int | None = None
+    # False: never chosen on its own (only when a run asks for it by name), e.g. preemptable queues.
+    auto: bool = True
+    # Node counts for which orch prefers this queue when choosing on its own (default: its limits).
+    # Outside this range the queue is still a fallback when nothing preferred fits.
+    prefer_nodes: tuple[int, int] | None = None
+    # The scheduler's default partition/queue, whose name the site does not publish: the script
+    # does not name it (``name`` is only orch's label for it).
+    implicit: bool = False
+    # A fixed QoS the partition requires (a site fact, e.g. Stanage ``gpu``); a user's QoS comes from the env.
     qos: str | None = None
     # Scheduler-specific extra directives for this queue (validated when rendered).
     directives: list[str] = Field(default_factory=list)
@@ -44,9 +72,32 @@ class Queue(BaseModel):
         parse_walltime(value)
         return value
 
+    @field_validator("prefer_nodes")
+    @classmethod
+    def _prefer(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
+        if value is not None and not 1 <= value[0] <= value[1]:
+            raise ValueError("prefer_nodes must be [low, high] with 1 <= low <= high")
+        return value
+
     @property
     def max_walltime_s(self) -> int:
         return parse_walltime(self.max_walltime)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.tier})" if self.tier else self.name
+
+    def limits_text(self) -> str:
+        nodes = f"{self.min_nodes}-{self.max_nodes} nodes" if self.min_nodes != self.max_nodes else (
+            f"{self.max_nodes} node" + ("s" if self.max_nodes > 1 else ""))
+        devices = ""
+        if self.max_devices is not None or self.min_devices > 1:
+            devices = f", {self.min_devices}-{self.max_devices or '...'} devices"
+        return f"{self.label}: {nodes}{devices}, <= {format_hms(self.max_walltime_s)}"
+
+    def prefers(self, nodes: int) -> bool:
+        low, high = self.prefer_nodes or (self.min_nodes, self.max_nodes)
+        return low <= nodes <= high
 
 
 class Device(BaseModel):
@@ -60,12 +111,17 @@ class Device(BaseModel):
     precisions: list[Literal[PRECISIONS]] = Field(default_factory=lambda: ["fp32"])  # type: ignore[valid-type]
     # "power_of_two": device counts must be 1, 2, 4, ... (Graphcore IPUs).
     counts: Literal["any", "power_of_two"] = "any"
+    # Logical devices per physical card: 2 for an Intel Max 1550 in FLAT mode (two stacks) or an
+    # MI250 (two dies). Schedulers count cards (``--gres=gpu:N``), orch counts logical devices.
+    per_card: int = Field(1, ge=1)
+    # Frameworks the device runs (informational: pytorch, ipex, poptorch, sambaflow, ...).
+    frameworks: list[str] = Field(default_factory=lambda: ["pytorch"])
 
     @field_validator("peak_tflops")
     @classmethod
     def _peaks(cls, value: dict[str, float]) -> dict[str, float]:
         for key in value:
-            if key not in PRECISIONS + ("fp64",):
+            if key not in PRECISIONS + PEAK_ONLY_KEYS:
                 raise ValueError(f"unknown precision {key!r} in peak_tflops")
         return value
 
@@ -81,6 +137,10 @@ class Launcher(BaseModel):
     name: str = "python"
     # Extra launcher arguments, each quoted when rendered.
     args: list[str] = Field(default_factory=list)
+    # Per-rank device pinning done by a small wrapper the template writes (see GPU_AFFINITY).
+    gpu_affinity: Literal[GPU_AFFINITY] = "none"  # type: ignore[valid-type]
+    # Launcher-specific settings (e.g. torchrun ``via: srun``; a vendor runner's ``program``).
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
 class Account(BaseModel):
@@ -89,7 +149,49 @@ class Account(BaseModel):
     model_config = ConfigDict(extra="forbid")
     env: str = "ORCH_ACCOUNT"
     required: bool = False
-    qos_env: str = "ORCH_QOS"
+    # Read when ``env`` is unset (e.g. ORCH_ACCOUNT, one variable for users of a single site).
+    fallback_env: str | None = None
+    # Appended when the value does not end with it (Dawn accounts are ``<project>-dawn-gpu``).
+    suffix: str = ""
+    # None: the site takes no QoS from the user (a partition's fixed QoS is the queue's ``qos``).
+    qos_env: str | None = "ORCH_QOS"
+    qos_fallback_env: str | None = None
+    qos_required: bool = False
+
+    def account(self, environ: Any) -> str | None:
+        value = environ.get(self.env) or (environ.get(self.fallback_env) if self.fallback_env else None)
+        if value and self.suffix and not value.endswith(self.suffix):
+            value += self.suffix
+        return value or None
+
+    def qos(self, environ: Any) -> str | None:
+        value = (environ.get(self.qos_env) if self.qos_env else None) or (
+            environ.get(self.qos_fallback_env) if self.qos_fallback_env else None)
+        return value or None
+
+
+class Resources(BaseModel):
+    """Scheduler resource requests beyond nodes and tasks, each a fact of the site.
+
+    Slurm: ``gpu_request`` says how accelerators are asked for (``--gres=<gres_name>:<cards>``,
+    ``--gpus-per-node=<cards>``, ``--gpus=<total>``, Graphcore ``--ipus=<total>``, or not at all);
+    ``cpus_per_device`` becomes ``--cpus-per-gpu`` (with ``gpus-per-node``/``gpus``) or
+    ``--cpus-per-task`` (per rank); ``mem`` is ``--mem`` per node.
+    PBS: ``select`` is the chunk after the node count (``-l select=N:<select>``), ``place`` and
+    ``filesystems`` are ``-l place=`` and ``-l filesystems=``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    gpu_request: Literal[GPU_REQUESTS] = "none"  # type: ignore[valid-type]
+    gres_name: str = "gpu"
+    cpus_per_device: int | None = Field(None, ge=1)
+    mem: str | None = None
+    mem_per_device: str | None = None
+    exclusive: bool = False
+    constraint: str | None = None
+    select: str | None = None
+    place: str | None = None
+    filesystems: str | None = None
 
 
 class SiteProfile(BaseModel):
@@ -108,6 +210,7 @@ class SiteProfile(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     setup: list[str] = Field(default_factory=list)
     directives: list[str] = Field(default_factory=list)
+    resources: Resources = Field(default_factory=Resources)
     executor: dict[str, Any] = Field(default_factory=dict)  # options for the executor
     cost_per_node_hour: float | None = Field(None, ge=0)
     systems: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -117,8 +220,29 @@ class SiteProfile(BaseModel):
     def _consistent(self) -> "SiteProfile":
         for queue in self.queues:
             if queue.min_nodes > queue.max_nodes:
-                raise ValueError(f"queue {queue.name}: min_nodes > max_nodes")
+                raise ValueError(f"queue {queue.label}: min_nodes > max_nodes")
+            if queue.max_nodes > self.max_nodes:
+                raise ValueError(f"queue {queue.label}: max_nodes {queue.max_nodes} > the site's max_nodes "
+                                 f"{self.max_nodes}")
+        labels = [q.label for q in self.queues]
+        duplicates = sorted({label for label in labels if labels.count(label) > 1})
+        if duplicates:
+            raise ValueError(f"queues listed twice: {', '.join(duplicates)} (give each routed tier a `tier`)")
+        if self.device.counts == "power_of_two" and self.device.per_node & (self.device.per_node - 1):
+            raise ValueError("device.per_node must be a power of two when device.counts is power_of_two")
+        res = self.resources
+        slurm_only = res.gpu_request != "none" or res.cpus_per_device or res.mem or res.mem_per_device \
+            or res.constraint or res.exclusive
+        pbs_only = res.select or res.place or res.filesystems
+        if self.scheduler == "pbs" and slurm_only:
+            raise ValueError("resources: gpu_request, cpus_per_device, mem, mem_per_device, constraint and "
+                             "exclusive are Slurm requests; a PBS site uses select/place/filesystems")
+        if self.scheduler == "slurm" and pbs_only:
+            raise ValueError("resources: select, place and filesystems are PBS requests")
         return self
+
+    def queues_named(self, name: str) -> list[Queue]:
+        return [q for q in self.queues if q.name == name]
 
     @property
     def template_name(self) -> str:
@@ -128,10 +252,17 @@ class SiteProfile(BaseModel):
         return self.device.peak_tflops.get(precision)
 
 
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+# A system is another machine: these sections of its overrides replace the site's wholesale
+# (nothing of one machine's device or launcher leaks into another's); other mappings merge.
+REPLACED_BY_SYSTEM = ("device", "node", "resources", "launcher")
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any], top: bool = False) -> dict[str, Any]:
     out = dict(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if top and key in REPLACED_BY_SYSTEM:
+            out[key] = value
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = _merge(out[key], value)
         else:
             out[key] = value
@@ -167,14 +298,14 @@ def load_site(target: str, sites_dirs: list[Path] | None = None) -> SiteProfile:
         systems = data.get("systems") or {}
         if system not in systems:
             raise UserError(f"{path}: site {name!r} has no system {system!r} (known: {', '.join(systems) or 'none'})")
-        data = _merge({k: v for k, v in data.items() if k != "systems"}, systems[system])
+        data = _merge({k: v for k, v in data.items() if k != "systems"}, systems[system] or {}, top=True)
         data["system"] = system
     try:
         return SiteProfile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = tuple(first["loc"])
-        if system and loc and loc[0] in (doc.data.get("systems") or {}).get(system, {}):
+        if system and loc and loc[0] in ((doc.data.get("systems") or {}).get(system) or {}):
             loc = ("systems", system) + loc
         message = "unknown field" if first["type"] == "extra_forbidden" else str(first["msg"]).removeprefix("Value error, ")
         raise doc.error(loc, message) from None

@@ -6,6 +6,7 @@ Ho=(h+2ph-fh)/sh+1; backward counted as 2 x forward (input and weight gradients)
 
 from __future__ import annotations
 
+import argparse
 from typing import Sequence
 
 import torch
@@ -16,7 +17,7 @@ from workloads.harness import Session, run_workload
 from workloads.primitives import Primitive, run
 
 
-def dims(args) -> dict[str, int]:
+def dims(args: argparse.Namespace) -> dict[str, int]:
     d = shapes.resolve(shapes.CONV2D, args.shape, {
         "w": args.width, "h": args.height, "c": args.channels, "b": args.batch_size, "k": args.filters,
         "fw": args.filter_w, "fh": args.filter_h, "pw": args.pad_w, "ph": args.pad_h,

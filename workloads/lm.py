@@ -20,15 +20,18 @@ mfu = tflops / (ranks x --peak-tflops).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Iterator
+
+import torch
 
 from workloads import flops, strategies
+from workloads.data.sources import Batch, Synthetic, Windows
 from workloads.harness import Refused, Session
 from workloads.harness.timing import percentile
 from workloads.models.configs import GPTConfig, num_params
 
 
-def run(session: Session, cfg: GPTConfig, source: Any) -> None:
+def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows) -> None:
     args = session.args
     b, s, accum = args.batch_size, args.seq_len, max(1, args.grad_accum)
     if b < 1 or s < 1:
@@ -45,7 +48,7 @@ def run(session: Session, cfg: GPTConfig, source: Any) -> None:
     session.log(f"{args.strategy}: {n / 1e6:.1f}M parameters (without position embedding), "
                 f"{session.world_size} rank(s), batch {b} x seq {s} x accumulation {accum}")
 
-    def step(it) -> Any:
+    def step(it: Iterator[Batch]) -> torch.Tensor:
         return trainer.step([next(it) for _ in range(accum)])
 
     epoch_times: list[float] = []

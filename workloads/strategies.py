@@ -15,7 +15,7 @@ DeepSpeed uses its own fp16 (dynamic loss scale) or bf16 mode with fp32 master w
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn as nn
@@ -42,7 +42,7 @@ class TorchTrainer(Trainer):
     """ddp, fsdp and the plain single-rank model."""
 
     def __init__(self, session: Session, model: nn.Module, forward: Callable[..., Any],
-                 sync: Callable[[bool], Any], lr: float) -> None:
+                 sync: Callable[[bool], contextlib.AbstractContextManager[Any]], lr: float) -> None:
         self.session = session
         self.model = model
         self.forward = forward
@@ -116,7 +116,7 @@ def _fsdp(session: Session, cfg: GPTConfig, lr: float, compile_: bool, full: boo
     forward = torch.compile(model) if compile_ else model
 
     @contextlib.contextmanager
-    def sync(last: bool):
+    def sync(last: bool) -> Iterator[None]:
         model.set_requires_gradient_sync(last)  # reduce-scatter only on the last micro-batch
         yield
 

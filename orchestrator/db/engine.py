@@ -9,17 +9,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator import paths
 from orchestrator.errors import UserError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# alembic is imported only when migrating: most commands just check the revision, and
+# `orch status` should start fast.
 
 
 def redact(url: str) -> str:
@@ -58,7 +62,9 @@ def make_engine(url: str) -> Engine:
                         "(for PostgreSQL: pip install 'orch[postgres]')") from None
 
 
-def _alembic_config() -> Config:
+def _alembic_config() -> "Config":
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(paths.migrations_dir()))
     return config
@@ -66,6 +72,8 @@ def _alembic_config() -> Config:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Apply migrations up to ``revision`` (idempotent)."""
+    from alembic import command
+
     config = _alembic_config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
@@ -74,11 +82,16 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
+        if not inspect(connection).has_table("alembic_version"):
+            return None
+        return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def head_revision() -> str | None:
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    """The newest migration. Revisions are numbered in order (0001, 0002, ...), each file
+    named after its revision, so the head is the highest number."""
+    numbers = sorted(p.name.split("_", 1)[0] for p in (paths.migrations_dir() / "versions").glob("[0-9]*_*.py"))
+    return numbers[-1] if numbers else None
 
 
 def open_database(url: str) -> sessionmaker[Session]:

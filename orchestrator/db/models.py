@@ -140,3 +140,12 @@ class Metrics(Base):
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     attempt: Mapped[Attempt] = relationship(back_populates="metrics")
+
+
+class MetricValue(Base):
+    """One numeric metric of one attempt, by name (every metric the workload reported)."""
+
+    __tablename__ = "metric_values"
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[float] = mapped_column(Float)

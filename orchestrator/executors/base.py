@@ -113,10 +113,20 @@ class Executor(ABC):
         return {}
 
 
-def executor_for(scheduler: str, folder: Path, options: dict[str, Any] | None = None) -> Executor:
-    # Importing the package registers the built-in executors.
-    from orchestrator import executors  # noqa: F401
+# Built-in executors, imported on first use (submitit and friends cost start-up time that
+# commands such as `orch sql` should not pay). Executors defined elsewhere register on import.
+BUILTIN_MODULES = {
+    "local": "orchestrator.executors.local",
+    "slurm": "orchestrator.executors.slurm",
+    "pbs": "orchestrator.executors.pbs",
+}
 
+
+def executor_for(scheduler: str, folder: Path, options: dict[str, Any] | None = None) -> Executor:
+    if scheduler not in Executor.registry and scheduler in BUILTIN_MODULES:
+        import importlib
+
+        importlib.import_module(BUILTIN_MODULES[scheduler])
     try:
         cls = Executor.registry[scheduler]
     except KeyError:

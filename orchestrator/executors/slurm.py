@@ -36,7 +36,9 @@ and unit-tested on captured text.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
 import re
 import shlex
@@ -54,6 +56,7 @@ __all__ = [
     "SacctRecord",
     "array_wrapper_text",
     "expand_job_id",
+    "is_transient_sbatch_error",
     "classify",
     "job_infos",
     "parse_directives",
@@ -66,6 +69,7 @@ __all__ = [
 
 SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Elapsed", "NodeList", "MaxRSS", "Reason", "Start", "End")
 DEFAULT_MAX_ARRAY_SIZE = 1000
+SBATCH_TIMEOUT_S = 180
 # Slurm reports "died by signal 53" when the batch script could not even start
 # (e.g. its --output file cannot be opened: "IO setup failed").
 LAUNCH_FAILURE_SIGNAL = 53
@@ -512,6 +516,27 @@ def array_wrapper_text(requests: Sequence[JobRequest], texts: Sequence[str], arr
     return "\n".join(out) + "\n"
 
 
+_TRANSIENT = (
+    "unable to contact slurm controller",
+    "socket timed out",
+    "zero bytes were transmitted",
+    "connection refused",
+    "resource temporarily unavailable",
+    "slurm_persist_conn",
+    "communication connection failure",
+    "slurmctld is not responding",
+    "timed out",
+    "try again",
+)
+
+
+def is_transient_sbatch_error(message: str) -> bool:
+    """Whether sbatch failed because the controller did not answer (retry later)
+    rather than because it rejected the job (a launch error)."""
+    low = message.lower()
+    return any(t in low for t in _TRANSIENT)
+
+
 def _digest(names: Sequence[str]) -> str:
     return hashlib.sha1("\n".join(names).encode()).hexdigest()[:16]
 
@@ -557,8 +582,9 @@ def _submitit_executor_class():
             for k in os.environ:
                 if k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")) and k != "SLURM_CONF":
                     unset += ["-u", k]
-            prefix = ["env", *unset] if unset else []
-            return [*prefix, "sbatch", *self._sbatch_args, str(submission_file_path)]
+            # `timeout`: submitit's CommandFunction waits forever on a hung sbatch.
+            return ["env", *unset, "timeout", str(SBATCH_TIMEOUT_S), "sbatch", *self._sbatch_args,
+                    str(submission_file_path)]
 
         def _internal_process_submissions(self, delayed_submissions):  # type: ignore[override]
             raise NotImplementedError(
@@ -572,7 +598,10 @@ def _submitit_executor_class():
             self._script_text = text
             self._sbatch_args = list(sbatch_args)
             try:
-                job = self._submit_command("")
+                # submitit prints sbatch's stderr on failure; the message reaches the
+                # caller in the exception (and then in submit_errors) instead.
+                with contextlib.redirect_stderr(io.StringIO()):
+                    job = self._submit_command("")
             finally:
                 self._script_text = None
                 self._sbatch_args = []
@@ -594,8 +623,13 @@ class SlurmExecutor(Executor):
     def __init__(self, folder: Path, options: dict[str, Any] | None = None) -> None:
         super().__init__(folder, options)
         self._submitit = None
-        # job_name -> sbatch's error, for requests the last submit() could not submit.
+        # After submit(), every request that got None is in exactly one of these:
+        # submit_errors: job_name -> why sbatch REJECTED it (permanent: a launch error);
+        # deferred: job_name -> why it was not submitted NOW (max_queued_jobs reached, or
+        # the controller did not answer). A deferred request may still have reached
+        # Slurm when sbatch timed out: call find_by_name before submitting it again.
         self.submit_errors: dict[str, str] = {}
+        self.deferred: dict[str, str] = {}
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -629,18 +663,28 @@ class SlurmExecutor(Executor):
     def submit(self, requests: list[JobRequest]) -> list[str | None]:  # type: ignore[override]
         """Submit the requests; ids in the same order, ``None`` for those not submitted now.
 
-        Not submitted: over ``max_queued_jobs`` (submit them later), or rejected by
-        sbatch (the message is in ``self.submit_errors[job_name]``). Never raises for
-        a rejected script; other groups are still submitted.
+        ``None`` means one of: rejected by sbatch (``self.submit_errors[job_name]``,
+        permanent), or deferred (``self.deferred[job_name]``: over ``max_queued_jobs``,
+        or the controller did not answer; submit it again later, after
+        ``find_by_name``). Never raises for those; the other groups are still submitted.
         """
         self.submit_errors = {}
+        self.deferred = {}
         ids: list[str | None] = [None] * len(requests)
         if not requests:
             return ids
         limit = len(requests)
         max_queued = self.options.get("max_queued_jobs")
         if max_queued is not None:
-            limit = max(0, min(limit, int(max_queued) - self.queued_count()))
+            try:
+                queued = self.queued_count()
+            except SlurmError as e:
+                for r in requests:
+                    self.deferred[r.job_name] = str(e)
+                return ids
+            limit = max(0, min(limit, int(max_queued) - queued))
+            for r in requests[limit:]:
+                self.deferred[r.job_name] = f"max_queued_jobs={max_queued} reached ({queued} queued now)"
         chosen = list(range(limit))  # the first k requests, in the caller's order
 
         groups: dict[str, list[int]] = {}
@@ -673,9 +717,15 @@ class SlurmExecutor(Executor):
         try:
             return self._ex().submit_script(text, args)
         except Exception as e:  # submitit raises FailedJobError/FailedSubmissionError with sbatch's stderr
-            msg = str(e).strip() or type(e).__name__
+            msg = str(e).strip()
+            if not msg:
+                cause = getattr(e, "__cause__", None)
+                code = getattr(cause, "returncode", None)
+                msg = (f"sbatch timed out after {SBATCH_TIMEOUT_S}s" if code == 124
+                       else f"sbatch failed without a message ({type(e).__name__}, exit {code}); timed out?")
+            target = self.deferred if is_transient_sbatch_error(msg) else self.submit_errors
             for n in names:
-                self.submit_errors[n] = msg
+                target[n] = msg
             return None
 
     def _extra_args(self, req: JobRequest, d: Directives) -> list[str]:

@@ -19,6 +19,7 @@ from orchestrator.executors.slurm import (
     array_wrapper_text,
     classify,
     expand_job_id,
+    is_transient_sbatch_error,
     job_infos,
     parse_directives,
     parse_elapsed,
@@ -253,3 +254,12 @@ def test_array_wrapper_runs_each_task_script_with_its_output(tmp_path):
     env = dict(os.environ, SLURM_ARRAY_TASK_ID="7")
     cp = subprocess.run(["bash", str(wpath)], env=env, capture_output=True, text=True)
     assert cp.returncode == 98
+
+
+def test_transient_sbatch_errors_are_told_from_rejections():
+    assert is_transient_sbatch_error(
+        "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)")
+    assert is_transient_sbatch_error("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation")
+    assert not is_transient_sbatch_error(
+        "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)")
+    assert not is_transient_sbatch_error("sbatch: error: Batch job submission failed: Invalid partition name specified")

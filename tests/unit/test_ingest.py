@@ -48,3 +48,36 @@ def test_bad_files_are_refused_with_a_reason(tmp_path: Path, content: str, expec
 def test_missing_file(tmp_path: Path) -> None:
     metrics, outcome = read_metrics(tmp_path / "metrics.json")
     assert metrics is None and outcome.failure == "missing_metrics"
+
+
+def test_collecting_the_same_metrics_twice_changes_nothing(db_url: str) -> None:
+    """On SQLite and PostgreSQL: a second ingest of the same attempt adds no row and no environment."""
+    from sqlalchemy import func, select
+
+    from orchestrator.db.engine import open_database
+    from orchestrator.db.models import Attempt, Environment, Metrics, Run, SweepRecord
+    from orchestrator.ingest import store_metrics_many
+    from orchestrator.metrics_schema import MetricsFile
+
+    sessions = open_database(db_url)
+    metrics = MetricsFile.model_validate(GOOD)
+    with sessions.begin() as session:
+        sweep = SweepRecord(name="s", path="/s.yaml", content_hash="h", content="name: s")
+        session.add(sweep)
+        session.flush()
+        session.add(Run(id="r1", sweep_id=sweep.id, sweep="s", experiment="e", workload="gemm", site="local",
+                        status="finished", devices=2, precision="fp32", repeat=0, params="{}", spec="{}",
+                        walltime_s=60, max_attempts=1, retry_on="[]"))
+        session.flush()
+        attempts = [Attempt(run_id="r1", number=n, state="completed", scheduler="local", job_name=f"j{n}")
+                    for n in (1, 2)]
+        session.add_all(attempts)
+        session.flush()
+        ids = [a.id for a in attempts]
+    for _ in range(2):
+        with sessions.begin() as session:
+            store_metrics_many(session, [(i, metrics) for i in ids])
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Metrics)) == 2
+        assert session.scalar(select(func.count()).select_from(Environment)) == 1
+        assert session.scalar(select(Metrics.tflops).where(Metrics.attempt_id == ids[0])) == 1.5

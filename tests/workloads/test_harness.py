@@ -113,18 +113,30 @@ def test_command_line_from_registry() -> None:
         cli.parse_args(registry.get("gemm"), ["--precision", "fp64"])
 
 
-def test_flags_survive_launchers_argument_parsing() -> None:
-    """torchrun parses with abbreviations on: a workload flag that is a prefix of one of its
-    options (e.g. --m of --module) is taken or refused by torchrun instead of reaching us."""
-    from torch.distributed.run import get_args_parser
+def _every_flag(workload: registry.Workload) -> list[str]:
+    argv = []
+    for param in workload.params + workload.axis_params():
+        argv += [param.flag, "true" if param.type is bool else str(param.default)]
+    return argv + ["--precision", "fp32", "--device", "cpu", "--peak-tflops", "1.0", "--output", "m.json"]
 
-    theirs = [o for a in get_args_parser()._actions for o in a.option_strings if o.startswith("--")]
-    harness = ["--precision", "--output", "--device", "--peak-tflops"]
+
+def test_flags_survive_launchers_argument_parsing() -> None:
+    """torchrun and deepspeed parse their own options with abbreviations on: a workload flag
+    that is a prefix of one of theirs (``--m`` of ``--module``) would be taken or refused by the
+    launcher instead of reaching the workload. Run their real parsers on every flag we have."""
+    from torch.distributed.run import parse_args as torchrun_args
+
+    try:
+        from deepspeed.launcher.runner import parse_args as deepspeed_args
+    except Exception:  # DeepSpeed is optional; torchrun's parser is always checked
+        deepspeed_args = None
     for workload in registry.WORKLOADS.values():
-        flags = [p.flag for p in workload.params + workload.axis_params()] + harness
-        for flag in flags:
-            clashes = [o for o in theirs if o.startswith(flag)]
-            assert not clashes, f"{workload.name}: {flag} is a prefix of torchrun's {clashes}"
+        ours = _every_flag(workload)
+        got = torchrun_args(["--standalone", "--nproc-per-node=2", "-m", workload.module, *ours])
+        assert got.training_script_args == ours, workload.name
+        if deepspeed_args is not None:
+            got = deepspeed_args(["--num_gpus=2", "--no_local_rank", "--module", workload.module, *ours])
+            assert got.user_args == ours, workload.name
 
 
 def test_registry_needs_no_torch() -> None:

@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
-
 from orchestrator.metrics_schema import MetricsFile
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,6 +8,7 @@ its command line from it, so the two cannot drift apart.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Sequence
 
@@ -56,6 +57,8 @@ def build_parser(workload: Workload) -> argparse.ArgumentParser:
         description=workload.summary,
         epilog=workload.epilog or None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # Exact flags only: a sweep's recorded command line must mean one thing.
+        allow_abbrev=False,
     )
     own = parser.add_argument_group("workload parameters")
     common = parser.add_argument_group("harness (every workload)")
@@ -96,6 +99,9 @@ def build_parser(workload: Workload) -> argparse.ArgumentParser:
         metavar="F",
         help="peak TFLOP/s of one device at this precision; gives MFU (null without it)",
     )
+    # The deepspeed launcher (and the old torch.distributed.launch) append --local_rank=N.
+    parser.add_argument("--local-rank", "--local_rank", dest="local_rank", type=int, default=None,
+                        help=argparse.SUPPRESS)
     return parser
 
 
@@ -105,6 +111,9 @@ def parse_args(workload: Workload, argv: Sequence[str] | None = None) -> argpars
     if argv[:1] == ["--"]:
         argv = argv[1:]  # a launcher's "--" separator that reached us
     args = parser.parse_args(argv)
+    local_rank = vars(args).pop("local_rank")  # a launcher detail, not a parameter of the run
+    if local_rank is not None:
+        os.environ.setdefault("LOCAL_RANK", str(local_rank))
     for param in list(workload.params) + list(workload.axis_params()):
         value = getattr(args, param.name)
         if param.choices is not None and value not in param.choices and value is not None:

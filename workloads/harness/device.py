@@ -14,6 +14,7 @@ import resource
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import torch
 
@@ -79,7 +80,7 @@ class Device:
     is_rocm: bool = False
 
     @property
-    def module(self):  # torch.cuda / torch.xpu / torch.hpu
+    def module(self) -> Any:  # torch.cuda / torch.xpu / torch.hpu
         return getattr(torch, self.type)
 
     def synchronize(self) -> None:

@@ -87,7 +87,8 @@ def _scontrol_first_host(nodelist: str) -> str | None:
 
 
 def _port_from_job_id(job_id: str | None) -> int:
-    digits = re.sub(r"\D", "", job_id or "")
+    match = re.match(r"\d+", (job_id or "").strip())  # "98765.polaris-pbs-01" -> 98765
+    digits = match.group(0) if match else ""
     # A port per job, so two jobs sharing a node do not collide, kept in the unprivileged range.
     return 20000 + int(digits) % 20000 if digits else DEFAULT_PORT
 

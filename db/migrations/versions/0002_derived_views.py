@@ -1,4 +1,4 @@
-"""Provenance columns (orch version, code revision, site price) and derived views:
+"""Provenance columns (orch version, code revision, site price), metric_values, and derived views:
 throughput, repeat_spread, scaling, cost, provenance.
 
 Revision ID: 0002
@@ -26,6 +26,14 @@ def upgrade() -> None:
         batch.add_column(sa.Column("orch_version", sa.String(40)))
     with op.batch_alter_table("metrics") as batch:
         batch.add_column(sa.Column("code_revision", sa.String(80)))
+    # Every numeric metric a workload reported, one row each (the headline ones included),
+    # so figures that have no column (forward/backward split, per-size bandwidth) are queryable.
+    op.create_table(
+        "metric_values",
+        sa.Column("attempt_id", sa.Integer, sa.ForeignKey("attempts.id"), primary_key=True),
+        sa.Column("name", sa.String(100), primary_key=True),
+        sa.Column("value", sa.Float, nullable=False),
+    )
     for statement in (VIEWS / "derived_0002.sql").read_text().split("\n;;\n"):
         if statement.strip():
             op.execute(statement)
@@ -34,6 +42,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     for view in DERIVED:
         op.execute(f"DROP VIEW IF EXISTS {view}")
+    op.drop_table("metric_values")
     with op.batch_alter_table("metrics") as batch:
         batch.drop_column("code_revision")
     with op.batch_alter_table("runs") as batch:

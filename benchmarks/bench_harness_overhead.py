@@ -1,0 +1,87 @@
+"""Harness overhead: the GEMM timed through the workload harness vs a bare timed loop (CPU).
+
+The bare loop is what one would write by hand: ``perf_counter`` around N
+products. The harness path is the real one, ``Session.time_steps`` with the
+GEMM workload's own step (per-step timestamps, device synchronisation hooks).
+Rounds interleave the two (bare then harness, harness then bare, ...) so drifts of clock
+and load hit both alike; the ratio of medians is reported. Goal: <= 2% overhead.
+
+    python benchmarks/bench_harness_overhead.py [--size 256] [--iters 200] [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from workloads.gemm import make_step  # noqa: E402
+from workloads.harness import Session  # noqa: E402
+
+
+def bare_loop(step, iters: int) -> float:
+    start = time.perf_counter()
+    for _ in range(iters):
+        step()
+    return time.perf_counter() - start
+
+
+def measure(size: int, iters: int, rounds: int) -> dict[str, float]:
+    session = Session("gemm", ["--device", "cpu", "--size-m", str(size), "--size-n", str(size),
+                               "--size-k", str(size), "--warmup", "0", "--iters", str(iters)])
+    step = make_step(session, size, size, size)
+    for _ in range(max(5, iters // 10)):  # warm caches and the thread pool
+        step()
+    bare, harness, reported = [], [], []
+    def through_harness() -> None:
+        start = time.perf_counter()
+        times = session.time_steps(step, warmup=0, iters=iters)
+        harness.append(time.perf_counter() - start)
+        reported.append(sum(times))
+
+    for i in range(rounds):
+        # Alternate which goes first, so neither always inherits the other's cache state.
+        if i % 2:
+            through_harness()
+            bare.append(bare_loop(step, iters))
+        else:
+            bare.append(bare_loop(step, iters))
+            through_harness()
+    session.close()
+    b, h, r = statistics.median(bare), statistics.median(harness), statistics.median(reported)
+    return {"size": size, "bare_s": b, "harness_s": h, "reported_s": r,
+            "wall_ratio": h / b, "reported_ratio": r / b, "per_step_us": b / iters * 1e6}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="64,256", help="square GEMM sizes, comma-separated")
+    parser.add_argument("--iters", type=int, default=200, help="GEMMs per timed loop")
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved bare/harness rounds")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: less noise)")
+    parser.add_argument("--goal", type=float, default=0.02, help="overhead goal as a fraction")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when the largest size misses the goal")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} thread(s), {os.cpu_count()} cpus, "
+          f"{args.iters} GEMMs x {args.rounds} interleaved rounds (medians)")
+    print(f"{'size':>6} {'per GEMM':>10} {'bare s':>9} {'harness s':>10} {'wall ratio':>11} {'reported ratio':>15}")
+    results = [measure(int(s), args.iters, args.rounds) for s in args.sizes.split(",")]
+    for r in results:
+        print(f"{r['size']:>6} {r['per_step_us']:>8.1f}us {r['bare_s']:>9.4f} {r['harness_s']:>10.4f} "
+              f"{r['wall_ratio']:>11.4f} {r['reported_ratio']:>15.4f}")
+    worst = results[-1]["wall_ratio"] - 1
+    verdict = "meets" if worst <= args.goal else "misses"
+    print(f"overhead at size {results[-1]['size']}: {worst * 100:+.2f}% ({verdict} the {args.goal * 100:.0f}% goal)")
+    return 1 if args.strict and worst > args.goal else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
