@@ -153,6 +153,7 @@ def submit(
     if as_json:
         print_json({"submitted": [{"run_id": r, "job_id": j} for r, j in report.submitted],
                     "failed": [{"run_id": r, "reason": why} for r, why in report.failed],
+                    "deferred": [{"run_id": r, "reason": why} for r, why in report.deferred],
                     "would_submit": report.would_submit, "scheduler_calls": report.calls})
         return
     if dry_run:
@@ -161,7 +162,9 @@ def submit(
             console.print(f"  {run_id}")
         return
     console.print(f"submitted {len(report.submitted)} run(s)" +
-                  (f"; {len(report.failed)} refused" if report.failed else ""))
+                  (f"; {len(report.failed)} refused" if report.failed else "") +
+                  (f"; {len(report.deferred)} held back (queue limit or no answer; `orch status` retries)"
+                   if report.deferred else ""))
     for run_id, why in report.failed:
         err_console.print(f"  {run_id}: {why}", markup=False)
 
@@ -176,29 +179,28 @@ def _print_counts(counts: dict[str, int], as_json: bool) -> None:
 
 
 def _follow(c: Context, executors: Executors, sweep: str | None, site: str | None, interval: float,
-            watch: bool, quiet: bool = False, resubmit: bool = True) -> None:
-    """Poll until nothing is active (watch) or once; retries are resubmitted as they appear."""
-    def snapshot() -> tuple[int, int]:
-        counts = state_counts(c.sessions, sweep, site)
-        total = sum(v for k, v in counts.items() if k != "skipped")
-        done = sum(counts.get(k, 0) for k in ("finished", "failed", "cancelled"))
-        return done, total
-
+            watch: bool, quiet: bool = False, submit_planned: bool = False) -> int:
+    """Poll until nothing is active (watch) or once; returns the number of polls. Runs waiting
+    for a retry are resubmitted; with ``submit_planned`` (``orch run``) so are planned runs a
+    queue limit held back."""
+    waiting = ("submitting", "submitted", "running", "retry") + (("planned",) if submit_planned else ())
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=err_console,
                   disable=quiet or not watch, transient=False) as progress:
         task = progress.add_task("runs", total=1, detail="")
+        polls = 0
         while True:
-            report = poll_once(c.sessions, executors)
-            if resubmit:
-                submit_runs(c.sessions, executors, site=site, sweep=sweep, run_ids=_retry_ids(c, sweep, site))
-            done, total = snapshot()
+            poll_once(c.sessions, executors)
+            polls += 1
+            submit_runs(c.sessions, executors, site=site, sweep=sweep,
+                        run_ids=None if submit_planned else _retry_ids(c, sweep, site))
             counts = state_counts(c.sessions, sweep, site)
+            total = sum(v for k, v in counts.items() if k != "skipped")
+            done = sum(counts.get(k, 0) for k in ("finished", "failed", "cancelled"))
             detail = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
             progress.update(task, total=max(total, 1), completed=done, detail=detail)
-            active = sum(counts.get(k, 0) for k in ("submitting", "submitted", "running", "retry"))
-            if not watch or (active == 0 and report.active == 0):
-                return
+            if not watch or not any(counts.get(k, 0) for k in waiting):
+                return polls
             time.sleep(interval)
 
 
@@ -227,8 +229,14 @@ def status(
 ) -> None:
     """Follow submitted runs: ask the scheduler (one query per site), collect metrics, retry by policy."""
     c = ctx_obj(ctx)
-    _follow(c, c.executors(), sweep, site, interval, watch, quiet=as_json)
-    _print_counts(state_counts(c.sessions, sweep, site), as_json)
+    executors = c.executors()
+    polls = _follow(c, executors, sweep, site, interval, watch, quiet=as_json)
+    counts = state_counts(c.sessions, sweep, site)
+    if as_json:
+        print_json({"counts": counts, "total": sum(counts.values()), "polls": polls,
+                    "scheduler_calls": executors.calls()})
+    else:
+        _print_counts(counts, as_json)
 
 
 SUMMARY_COLUMNS = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "status",
@@ -255,8 +263,8 @@ def run(
     executors = c.executors()
     report = submit_runs(c.sessions, executors, site=site, sweep=name)
     for run_id, why in report.failed:
-        err_console.print(f"  refused {run_id}: {why}", markup=False)
-    _follow(c, executors, name, site, interval, watch=True, quiet=as_json)
+        err_console.print(f"  refused {run_id}: {why}", markup=False, soft_wrap=True)
+    _follow(c, executors, name, site, interval, watch=True, quiet=as_json, submit_planned=True)
     with c.sessions() as session:
         sql = ("SELECT run_id, experiment, workload, site, devices, precision, params, status, failure_class, "
                "tflops, tokens_per_s, step_time_s, peak_mem_gb FROM results r WHERE sweep = :sweep "

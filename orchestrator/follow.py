@@ -10,6 +10,7 @@ sweep's retry policy names is retried while attempts remain.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -25,7 +26,10 @@ from orchestrator.submit import Executors
 
 ACTIVE = ("submitting", "pending", "running")
 # How long an intent without a job id may wait for the scheduler to show the job.
-SUBMIT_GRACE = timedelta(seconds=60)
+SUBMIT_GRACE = timedelta(seconds=float(os.environ.get("ORCH_SUBMIT_GRACE_S", "60")))
+# How long a submitted job may stay unknown to the scheduler (accounting lag, a controller
+# restart) before it is called lost. Long enough that a restart never fails a run.
+LOST_AFTER = timedelta(minutes=15)
 
 
 @dataclass
@@ -122,7 +126,11 @@ def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollRepo
             for attempt in attempts:
                 info = infos.get(attempt.job_id or "")
                 if info is None or info.state == JobState.UNKNOWN:
-                    continue  # the scheduler could not say this time: never an end
+                    since = _aware(attempt.submitted_at) or _aware(attempt.created_at)
+                    if since is None or now - since < LOST_AFTER or attempt.state == "running":
+                        continue  # the scheduler could not say this time: not an end
+                    info = JobInfo(attempt.job_id or "", JobState.FAILED, FailureClass.LOST,
+                                   reason=f"the scheduler has not known this job for {LOST_AFTER}")
                 attempt.node_list = info.node_list or attempt.node_list
                 attempt.elapsed_s = info.elapsed_s if info.elapsed_s is not None else attempt.elapsed_s
                 attempt.max_rss_mb = info.max_rss_mb if info.max_rss_mb is not None else attempt.max_rss_mb

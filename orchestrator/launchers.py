@@ -232,7 +232,7 @@ class GaudiSpawnLauncher(Launcher):
         if req.tasks == 1:
             return self.program(req)
         script = req.script or req.module
-        return [req.python, program, f"--world_size={req.tasks}", f"--use_{mode}", *req.extra_args,
+        return [req.python, program, "--world_size", str(req.tasks), f"--use_{mode}", *req.extra_args,
                 script, *req.args]
 
 

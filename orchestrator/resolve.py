@@ -167,7 +167,7 @@ def resolve(spec: RunSpec, site: SiteProfile, env: Mapping[str, str], python: st
         return skip(f"{device.model} device counts must be powers of two, got {spec.devices}")
     capacity = device.per_node * site.max_nodes
     if spec.devices > capacity:
-        return skip(f"{spec.devices} devices requested, {site.name} has at most {capacity} "
+        return skip(f"{spec.devices} devices requested, {where} has at most {capacity} "
                     f"({site.max_nodes} node(s) x {device.per_node})")
     nodes = math.ceil(spec.devices / device.per_node)
     if nodes > 1 and spec.devices % device.per_node:

@@ -8,12 +8,13 @@ UPDATE whose row count says who won.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator.db.models import Attempt, Run
@@ -28,6 +29,7 @@ SUBMITTABLE = ("planned", "retry")
 class SubmitReport:
     submitted: list[tuple[str, str]] = field(default_factory=list)  # (run id, job id)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (run id, reason)
+    deferred: list[tuple[str, str]] = field(default_factory=list)  # (run id, reason): submitted later
     would_submit: list[str] = field(default_factory=list)  # dry run
     calls: dict[str, int] = field(default_factory=dict)
 
@@ -126,28 +128,51 @@ def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str
                 shape_key=f"{run.nodes}x{run.tasks_per_node}:{run.queue}:{run.walltime_s}"))
         try:
             job_ids = executor.submit(requests)
-        except Exception as exc:  # the scheduler refused: record it on these attempts
+        except Exception as exc:  # the executor itself broke: record it on these attempts
             reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
             _record_refused(sessions, claimed, reason)
             report.failed += [(run.id, reason) for run, _ in claimed]
             continue
         now = datetime.now(timezone.utc)
+        refused: list[tuple[Run, Attempt, str]] = []
         with sessions.begin() as session:
             for (run, attempt), job_id in zip(claimed, job_ids):
-                session.execute(update(Attempt).where(Attempt.id == attempt.id)
-                                .values(job_id=job_id, state="pending", submitted_at=now))
-                session.execute(update(Run).where(Run.id == run.id).values(status="submitted", updated_at=now))
-                report.submitted.append((run.id, job_id))
+                name = attempt.job_name
+                if job_id is not None:
+                    session.execute(update(Attempt).where(Attempt.id == attempt.id)
+                                    .values(job_id=job_id, state="pending", submitted_at=now))
+                    session.execute(update(Run).where(Run.id == run.id).values(status="submitted", updated_at=now))
+                    report.submitted.append((run.id, job_id))
+                elif name in executor.deferred:
+                    # Certainly not submitted: undo the claim, the run waits for the next submit.
+                    session.execute(delete(Attempt).where(Attempt.id == attempt.id))
+                    session.execute(update(Run).where(Run.id == run.id)
+                                    .values(status="retry" if attempt.number > 1 else "planned", updated_at=now))
+                    report.deferred.append((run.id, executor.deferred[name]))
+                elif name in executor.uncertain:
+                    # Maybe submitted: the intent stays; `orch status` finds the job by name or
+                    # hands the run back after a grace period.
+                    session.execute(update(Attempt).where(Attempt.id == attempt.id)
+                                    .values(reason=executor.uncertain[name]))
+                    report.deferred.append((run.id, executor.uncertain[name]))
+                else:
+                    refused.append((run, attempt, executor.submit_errors.get(name, "not submitted (no reason given)")))
+        for run, attempt, reason in refused:
+            _record_refused(sessions, [(run, attempt)], reason)
+            report.failed.append((run.id, reason))
         if progress:
-            progress(len(job_ids))
+            progress(sum(1 for j in job_ids if j is not None))
     report.calls = executors.calls()
     return report
 
 
 def _record_refused(sessions: sessionmaker[Session], claimed: list[tuple[Run, Attempt]], reason: str) -> None:
+    """The scheduler refused these: a launch error, retried only if the sweep's policy says so."""
     now = datetime.now(timezone.utc)
     with sessions.begin() as session:
         for run, attempt in claimed:
             session.execute(update(Attempt).where(Attempt.id == attempt.id).values(
                 state="failed", failure_class="launch_error", reason=reason, finished_at=now))
-            session.execute(update(Run).where(Run.id == run.id).values(status="failed", updated_at=now))
+            retry = "launch_error" in json.loads(run.retry_on or "[]") and attempt.number < run.max_attempts
+            session.execute(update(Run).where(Run.id == run.id)
+                            .values(status="retry" if retry else "failed", updated_at=now))

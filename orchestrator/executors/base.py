@@ -92,13 +92,18 @@ class Executor(ABC):
         self.folder = Path(folder)
         self.options = dict(options or {})
         self.calls: dict[str, int] = {}  # scheduler command -> times called (benchmarks read it)
+        # After submit(), each request that got None (by job name) is in exactly one of these:
+        self.submit_errors: dict[str, str] = {}  # the scheduler refused it: a launch error
+        self.deferred: dict[str, str] = {}  # certainly not submitted (e.g. queue limit): try later
+        self.uncertain: dict[str, str] = {}  # may have reached the scheduler: find_by_name decides
 
     def _count(self, command: str) -> None:
         self.calls[command] = self.calls.get(command, 0) + 1
 
     @abstractmethod
-    def submit(self, requests: list[JobRequest]) -> list[str]:
-        """Submit every request; return their job ids in the same order."""
+    def submit(self, requests: list[JobRequest]) -> list[str | None]:
+        """Submit the requests; their job ids in the same order, ``None`` for one not submitted
+        (its job name is then a key of ``submit_errors``, ``deferred`` or ``uncertain``)."""
 
     @abstractmethod
     def query(self, job_ids: list[str]) -> dict[str, JobInfo]:

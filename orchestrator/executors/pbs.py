@@ -43,6 +43,8 @@ has already dropped is still known to have ended, and how.
 Options (``options`` dict, from the profile's ``executor:``):
 
 ``max_array_size`` (int, default 1000): longer groups are split into several arrays.
+``max_queued_jobs`` (int): the server's limit on this user's queued+running jobs (subjobs count
+    one each): ``submit`` asks ``qstat`` once and defers what would go over it.
 ``qsub_args`` (list of str): extra ``qsub`` options (e.g. ``["-W", "group_list=x"]``).
 """
 
@@ -71,6 +73,10 @@ QSTAT_QUERY = ("-x", "-t", "-f", "-F", "json")
 RC_UNKNOWN_JOB = 153  # "qstat: Unknown Job Id ..."
 RC_JOB_FINISHED = 35  # "qdel: Job has finished"
 DEFAULT_MAX_ARRAY_SIZE = 1000
+QSUB_TIMEOUT_S = 180  # submitit's CommandFunction would wait forever on a hung qsub
+# qsub failures that say the server did not answer (the job may or may not exist): not a refusal.
+_TRANSIENT = ("cannot connect to server", "connection refused", "communication failure", "pbs_connect",
+              "end of file", "timed out", "server is busy", "try again", "could not connect")
 
 WAITING_STATES = frozenset("QHWTMSU")
 RUNNING_STATES = frozenset("RBE")  # E: exiting, not an end yet
@@ -90,6 +96,13 @@ CANCEL_SIGNALS = {9: "SIGKILL", 15: "SIGTERM"}  # what qdel sends (271 on OpenPB
 
 class PbsError(RuntimeError):
     """A PBS command failed in a way the caller must see."""
+
+
+def is_transient_qsub_error(message: str) -> bool:
+    """Whether qsub failed because the server did not answer (the job may exist: find it by
+    name later) rather than because it refused the job (a launch error)."""
+    low = message.lower()
+    return any(t in low for t in _TRANSIENT)
 
 
 # ======================================================================================
@@ -696,12 +709,13 @@ class PbsExecutor(core.PicklingExecutor):
         return str(logs / f"{uid}{suffix}.out"), str(logs / f"{uid}{suffix}.err")
 
     def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+        prefix = ["timeout", str(QSUB_TIMEOUT_S)] if shutil.which("timeout") else []
         if self._script_text is not None:  # orch's rendered script: the caller gave -N/-o/-e
-            args = ["qsub", *self._qsub_args]
+            args = [*prefix, "qsub", *self._qsub_args]
         else:
             uid = submission_file_path.stem.lstrip(".").replace("submission_file_", "")
             out, err = self._pbs_logs(uid)
-            args = ["qsub", *[str(a) for a in self.parameters.get("qsub_args", [])], "-o", out, "-e", err]
+            args = [*prefix, "qsub", *[str(a) for a in self.parameters.get("qsub_args", [])], "-o", out, "-e", err]
         if self._map_count:
             args += ["-J", f"0-{self._map_count - 1}"]
         return [*args, str(submission_file_path)]
@@ -771,7 +785,6 @@ class OrchPbsExecutor(Executor):
     def __init__(self, folder: Path, options: dict[str, Any] | None = None) -> None:
         super().__init__(Path(folder).resolve(), options)
         self._submitit: PbsExecutor | None = None
-        self.submit_errors: dict[str, str] = {}  # job name -> qsub's error, for the last submit()
 
     def _ex(self) -> PbsExecutor:
         if self._submitit is None:
@@ -785,18 +798,54 @@ class OrchPbsExecutor(Executor):
 
     # -- submit ---------------------------------------------------------------------------
 
-    def submit(self, requests: list[JobRequest]) -> list[str | None]:  # type: ignore[override]
-        """Submit the requests; ids in the same order (``None`` where qsub refused: see ``submit_errors``).
+    def queued_count(self) -> int:
+        """Jobs of this user the server holds now, queued or running (array subjobs one each)."""
+        user = os.environ.get("USER") or os.environ.get("LOGNAME") or ""
+        cp = self._cmd(["qstat", "-t", "-f", "-F", "json"])
+        if cp.returncode not in (0, RC_UNKNOWN_JOB):
+            raise PbsError(f"qstat failed: {(cp.stderr or cp.stdout).strip()}")
+        try:
+            jobs = parse_qstat_json(cp.stdout or "")
+        except ValueError:
+            jobs = salvage_qstat_json(cp.stdout or "")
+        count = 0
+        for jid, attrs in jobs.items():
+            owner = str(attrs.get("Job_Owner", ""))
+            if user and owner and owner.split("@", 1)[0] != user:
+                continue
+            if attrs.get("array") == "True":
+                continue  # the subjobs are counted
+            if str(attrs.get("job_state", ""))[:1] not in FINISHED_STATES:
+                count += 1
+        return count
+
+    def submit(self, requests: list[JobRequest]) -> list[str | None]:
+        """Submit the requests; ids in the same order, ``None`` for one not submitted (its job name
+        is then in ``submit_errors`` (qsub refused it), ``deferred`` (over ``max_queued_jobs``:
+        submit it later) or ``uncertain`` (the server did not answer: it may exist)).
 
         Requests sharing a non-empty ``shape_key`` go in one array (``-J 0-(n-1)``, split at
         ``max_array_size``); a group of one is a plain job (arrays need 2 entries or more).
-        Raises :class:`PbsError` when qsub refused every request.
         """
-        self.submit_errors = {}
+        self.submit_errors, self.deferred, self.uncertain = {}, {}, {}
         ids: list[str | None] = [None] * len(requests)
+        if not requests:
+            return ids
+        limit = len(requests)
+        max_queued = self.options.get("max_queued_jobs")
+        if max_queued is not None:
+            try:
+                queued = self.queued_count()
+            except PbsError as exc:
+                for r in requests:
+                    self.deferred[r.job_name] = str(exc)
+                return ids
+            limit = max(0, min(limit, int(max_queued) - queued))
+            for r in requests[limit:]:
+                self.deferred[r.job_name] = f"max_queued_jobs={max_queued} reached ({queued} queued now)"
         order: list[list[int]] = []
         groups: dict[str, list[int]] = {}
-        for i, req in enumerate(requests):
+        for i, req in enumerate(requests[:limit]):
             if not req.shape_key:
                 order.append([i])
             elif req.shape_key in groups:
@@ -811,8 +860,6 @@ class OrchPbsExecutor(Executor):
                 got = self._submit_group([requests[i] for i in chunk])
                 for i, jid in zip(chunk, got):
                     ids[i] = jid
-        if requests and all(jid is None for jid in ids):
-            raise PbsError("qsub refused every job: " + "; ".join(sorted(set(self.submit_errors.values()))))
         return ids
 
     def _submit_group(self, reqs: list[JobRequest]) -> list[str | None]:
@@ -850,9 +897,14 @@ class OrchPbsExecutor(Executor):
         try:
             job_id = self._ex().submit_script(text, args, array_size=len(reqs) if array else None)
         except Exception as exc:  # FailedJobError carries qsub's stderr
-            message = str(exc).strip() or type(exc).__name__
+            message = str(exc).strip()
+            code = getattr(getattr(exc, "__cause__", None), "returncode", None)
+            if not message or code == 124:
+                message = (f"qsub timed out after {QSUB_TIMEOUT_S}s" if code == 124 or not message
+                           else message)
+            target = self.uncertain if is_transient_qsub_error(message) else self.submit_errors
             for n in names:
-                self.submit_errors[n] = message
+                target[n] = message
             return [None] * len(reqs)
         if not array:
             return [job_id]
@@ -877,9 +929,24 @@ class OrchPbsExecutor(Executor):
             return self._cmd(args)
 
         got = qstat_jobs(qstat_operands(job_ids), run)
+        # Ids are matched by sequence number and index too: "6" and "6.pbs01", or a server name
+        # spelled differently by qsub and qstat, are the same job.
+        by_key: dict[tuple[int, bool, int | None], dict[str, Any]] = {}
+        for key, attrs in got.jobs.items():
+            try:
+                parsed = parse_job_id(key)
+            except ValueError:
+                continue
+            by_key[(parsed.seq, parsed.is_array, parsed.index)] = attrs
         infos: dict[str, JobInfo] = {}
         for jid in job_ids:
             attrs = got.jobs.get(jid)
+            if attrs is None:
+                try:
+                    parsed = parse_job_id(jid)
+                    attrs = by_key.get((parsed.seq, parsed.is_array, parsed.index))
+                except ValueError:
+                    attrs = None
             if attrs is not None:
                 infos[jid] = job_info(jid, attrs)
                 continue

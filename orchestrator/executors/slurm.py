@@ -623,13 +623,6 @@ class SlurmExecutor(Executor):
     def __init__(self, folder: Path, options: dict[str, Any] | None = None) -> None:
         super().__init__(folder, options)
         self._submitit = None
-        # After submit(), every request that got None is in exactly one of these:
-        # submit_errors: job_name -> why sbatch REJECTED it (permanent: a launch error);
-        # deferred: job_name -> why it was not submitted NOW (max_queued_jobs reached, or
-        # the controller did not answer). A deferred request may still have reached
-        # Slurm when sbatch timed out: call find_by_name before submitting it again.
-        self.submit_errors: dict[str, str] = {}
-        self.deferred: dict[str, str] = {}
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -663,13 +656,12 @@ class SlurmExecutor(Executor):
     def submit(self, requests: list[JobRequest]) -> list[str | None]:  # type: ignore[override]
         """Submit the requests; ids in the same order, ``None`` for those not submitted now.
 
-        ``None`` means one of: rejected by sbatch (``self.submit_errors[job_name]``,
-        permanent), or deferred (``self.deferred[job_name]``: over ``max_queued_jobs``,
-        or the controller did not answer; submit it again later, after
-        ``find_by_name``). Never raises for those; the other groups are still submitted.
+        ``None`` means one of (see Executor.submit): rejected (``submit_errors``), deferred
+        (``deferred``: over ``max_queued_jobs``, or squeue could not count the queue), or
+        uncertain (``uncertain``: sbatch timed out or the controller did not answer).
+        Never raises for those; the other groups are still submitted.
         """
-        self.submit_errors = {}
-        self.deferred = {}
+        self.submit_errors, self.deferred, self.uncertain = {}, {}, {}
         ids: list[str | None] = [None] * len(requests)
         if not requests:
             return ids
@@ -723,7 +715,8 @@ class SlurmExecutor(Executor):
                 code = getattr(cause, "returncode", None)
                 msg = (f"sbatch timed out after {SBATCH_TIMEOUT_S}s" if code == 124
                        else f"sbatch failed without a message ({type(e).__name__}, exit {code}); timed out?")
-            target = self.deferred if is_transient_sbatch_error(msg) else self.submit_errors
+            # A timed-out sbatch may still have reached the controller: "uncertain", not "deferred".
+            target = self.uncertain if is_transient_sbatch_error(msg) else self.submit_errors
             for n in names:
                 target[n] = msg
             return None

@@ -395,6 +395,7 @@ def _refresh_parent(rec: dict[str, Any]) -> None:
         attrs["Exit_status"] = 0 if all(c == 0 for c in codes) else 1
         attrs["substate"] = 92 if attrs["Exit_status"] == 0 else 93
         attrs["obittime"] = ctime()
+        attrs["Stageout_status"] = 1
         attrs["comment"] = f"Job Array Began at {attrs.get('stime', ctime())} and finished"
         attrs["history_timestamp"] = int(time.time())
         for s in rec["subjobs"].values():

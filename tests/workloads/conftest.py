@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from workload_helpers import load_valid, run_module
+from tests.workloads.workload_helpers import load_valid, run_module
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import math
 
-from workload_helpers import run_module
+from tests.workloads.workload_helpers import run_module
 
 
 def test_gemm_single_process_metrics_validate(run_workload) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.metrics_schema import MetricsFile
-from workload_helpers import REPO
+from tests.workloads.workload_helpers import REPO
 from workloads import registry
 from workloads.harness import cli, dist, metrics, timing
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workload_helpers import REPO, _env, load_valid
+from tests.workloads.workload_helpers import REPO, _env, load_valid
 
 
 def _free_port_in_job_range() -> int:

@@ -221,4 +221,7 @@ def all_gather_object(obj: Any) -> list[Any]:
 
 def shutdown() -> None:
     if is_active():
+        # Leave together: a rank tearing down its group while another still writes the metrics
+        # file has been seen to abort at exit (DeepSpeed on gloo).
+        dist.barrier()
         dist.destroy_process_group()

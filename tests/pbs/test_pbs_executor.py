@@ -1,0 +1,193 @@
+"""The PBS executor (orch's interface and the submitit plugin) against the PBS emulator."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import submitit
+from submitit.core import plugins
+
+from orchestrator.executors import FailureClass, JobRequest, JobState, executor_for
+from orchestrator.executors.pbs import OrchPbsExecutor, PbsExecutor, PbsJobEnvironment
+
+
+def request(tmp_path: Path, name: str, body: str, shape: str = "", directives: str = "") -> JobRequest:
+    run_dir = tmp_path / "runs" / name
+    run_dir.mkdir(parents=True)
+    script = run_dir / "job.sh"
+    script.write_text(f"#!/bin/bash\n#PBS -N ignored-{name}\n#PBS -l select=1:ncpus=1\n#PBS -l walltime=00:01:00\n"
+                      f"{directives}echo running {name}\n{body}\n")
+    return JobRequest(run_id=name, attempt=1, script_path=script, run_dir=run_dir, job_name=f"orch-{name}-a1",
+                      walltime_s=60, nodes=1, tasks_per_node=1, shape_key=shape)
+
+
+def wait(executor: OrchPbsExecutor, ids: list[str], timeout: float = 60) -> dict:
+    deadline = time.time() + timeout
+    while True:
+        infos = executor.query(ids)
+        if all(i.ended for i in infos.values()) or time.time() > deadline:
+            return infos
+        time.sleep(0.2)
+
+
+def test_plugin_is_registered_with_submitit() -> None:
+    assert plugins.get_executors()["pbs"] is PbsExecutor
+    assert isinstance(plugins.get_job_environments()["pbs"], PbsJobEnvironment)
+
+
+def test_orch_finds_the_pbs_executor(tmp_path: Path) -> None:
+    assert isinstance(executor_for("pbs", tmp_path), OrchPbsExecutor)
+
+
+def test_submit_single_and_arrays_then_one_qstat_per_query(pbs, tmp_path: Path) -> None:
+    ex = OrchPbsExecutor(tmp_path / "ex")
+    reqs = [request(tmp_path, "solo", "exit 0"),
+            request(tmp_path, "a0", "exit 0", shape="s"),
+            request(tmp_path, "a1", "exit 4", shape="s"),
+            request(tmp_path, "a2", "exit 0", shape="s"),
+            request(tmp_path, "lonely", "exit 0", shape="t")]  # a group of one: a plain job
+    ids = ex.submit(reqs)
+    seq = ids[1].split("[")[0]
+    assert ids[1:4] == [f"{seq}[0].pbs01", f"{seq}[1].pbs01", f"{seq}[2].pbs01"]
+    assert "[" not in ids[0] and "[" not in ids[4]
+    qsubs = pbs.calls("qsub")
+    assert len(qsubs) == 3 and sum("-J" in c for c in qsubs) == 1
+    array_call = next(c for c in qsubs if "-J" in c)
+    assert array_call[array_call.index("-J") + 1] == "0-2" and "-V" not in sum(qsubs, [])
+    # Explicit output paths (PBS does not expand %j); ^array_index^ for the array.
+    assert any(a.endswith(".^array_index^.out") for a in array_call)
+    before = len(pbs.calls("qstat"))
+    infos = wait(ex, ids)
+    assert {k: (v.state, v.exit_code) for k, v in infos.items()} == {
+        ids[0]: (JobState.COMPLETED, 0), ids[1]: (JobState.COMPLETED, 0), ids[2]: (JobState.FAILED, 4),
+        ids[3]: (JobState.COMPLETED, 0), ids[4]: (JobState.COMPLETED, 0)}
+    assert infos[ids[2]].failure == FailureClass.FAILED
+    # Each query was ONE qstat call naming every job (the array once).
+    per_query = pbs.calls("qstat")[before:]
+    assert per_query and all(len(c) == 1 + 5 + 3 for c in per_query)
+    assert ex.calls["qstat"] == len(per_query)
+    # Ids without the server part are the same jobs.
+    short = [i.split(".")[0] for i in ids[:2]]
+    assert [v.state for v in ex.query(short).values()] == [JobState.COMPLETED, JobState.COMPLETED]
+    # The run's own output went to its run directory as it was written.
+    assert "running a1" in (tmp_path / "runs" / "a1" / "stdout.log").read_text()
+
+
+def test_failure_classes_end_to_end(pbs, tmp_path: Path) -> None:
+    ex = OrchPbsExecutor(tmp_path / "ex")
+    reqs = [request(tmp_path, "slow", "sleep 30", directives="#PBS -l walltime=00:00:01\n"),
+            request(tmp_path, "fat", "python3 -c 'x = bytearray(200 * 2**20); import time; time.sleep(30)'",
+                    directives="#PBS -l select=1:ncpus=1:mem=20mb\n"),
+            request(tmp_path, "cancel_me", "sleep 30"),
+            request(tmp_path, "segv", "kill -SEGV $$")]
+    ids = ex.submit(reqs)
+    deadline = time.time() + 30
+    while ex.query([ids[2]])[ids[2]].state != JobState.RUNNING and time.time() < deadline:
+        time.sleep(0.1)
+    ex.cancel([ids[2]])
+    infos = wait(ex, ids)
+    got = {r.run_id: (infos[i].state, infos[i].failure) for r, i in zip(reqs, ids)}
+    assert got == {"slow": (JobState.FAILED, FailureClass.TIMEOUT),
+                   "fat": (JobState.FAILED, FailureClass.OUT_OF_MEMORY),
+                   "cancel_me": (JobState.FAILED, FailureClass.CANCELLED),
+                   "segv": (JobState.FAILED, FailureClass.FAILED)}
+    ex.cancel(ids)  # all finished: qdel's rc 35 is not an error
+
+
+def test_cancel_a_queued_array(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PBS_EMU_SLOTS", "1")
+    ex = OrchPbsExecutor(tmp_path / "ex")
+    ids = ex.submit([request(tmp_path, f"q{i}", "sleep 20", shape="s") for i in range(3)])
+    ex.cancel(ids)
+    infos = wait(ex, ids)
+    assert all(i.failure == FailureClass.CANCELLED for i in infos.values())
+
+
+def test_find_by_name_repairs_an_interrupted_submit(pbs, tmp_path: Path) -> None:
+    ex = OrchPbsExecutor(tmp_path / "ex")
+    reqs = [request(tmp_path, "one", "true"), request(tmp_path, "b0", "true", shape="s"),
+            request(tmp_path, "b1", "true", shape="s")]
+    ids = ex.submit(reqs)
+    fresh = OrchPbsExecutor(tmp_path / "ex")  # another orch process, same folder
+    found = fresh.find_by_name([r.job_name for r in reqs] + ["orch-never-a1"])
+    assert found == {r.job_name: jid for r, jid in zip(reqs, ids)}
+    assert fresh.calls == {"qstat": 1}
+
+
+def test_history_gone_and_invalid_json(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An odd variable value: the server prints invalid JSON (PBS_EMU_RAW_VARIABLES).
+    ex = OrchPbsExecutor(tmp_path / "ex", {"qsub_args": ["-v", 'ODD=say "hi"']})
+    ids = ex.submit([request(tmp_path, "x0", "exit 0"), request(tmp_path, "x1", "exit 2")])
+    pbs.wait_all()
+    monkeypatch.setenv("PBS_EMU_RAW_VARIABLES", "1")
+    before = len(pbs.calls("qstat"))
+    infos = ex.query(ids)
+    assert [(i.state, i.exit_code) for i in infos.values()] == [(JobState.COMPLETED, 0), (JobState.FAILED, 2)]
+    assert len(pbs.calls("qstat")) - before == 3  # the batched call, then one per id
+    # Job history expired: qstat no longer knows them; the wrapper's exit markers still tell.
+    monkeypatch.setenv("PBS_EMU_HISTORY_S", "0")
+    time.sleep(1.1)
+    infos = ex.query(ids + ["424242.pbs01"])
+    assert [(i.state, i.exit_code) for i in infos.values()][:2] == [(JobState.COMPLETED, 0), (JobState.FAILED, 2)]
+    assert infos["424242.pbs01"].failure == FailureClass.LOST
+
+
+def test_qsub_refusal_is_reported(pbs, tmp_path: Path) -> None:
+    ex = OrchPbsExecutor(tmp_path / "ex", {"qsub_args": ["-J", "0-0"]})
+    assert ex.submit([request(tmp_path, "bad", "true")]) == [None]
+    assert "illegal -J value" in ex.submit_errors["orch-bad-a1"] and not ex.uncertain and not ex.deferred
+
+
+def test_server_down_is_uncertain_and_queue_limit_defers(pbs, tmp_path: Path) -> None:
+    (pbs.bin / "qsub").write_text("#!/bin/sh\necho 'qsub: cannot connect to server pbs01 (errno=111)' >&2\n"
+                                  "exit 1\n")
+    ex = OrchPbsExecutor(tmp_path / "ex")
+    assert ex.submit([request(tmp_path, "down", "true")]) == [None]
+    assert "cannot connect to server" in ex.uncertain["orch-down-a1"] and not ex.submit_errors
+
+
+def test_max_queued_jobs_defers_the_rest(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PBS_EMU_SLOTS", "1")
+    ex = OrchPbsExecutor(tmp_path / "ex", {"max_queued_jobs": 3})
+    first = ex.submit([request(tmp_path, f"s{i}", "sleep 5", shape="s") for i in range(2)])
+    assert all(first) and ex.queued_count() == 2
+    more = ex.submit([request(tmp_path, f"m{i}", "true") for i in range(3)])
+    assert more[0] is not None and more[1:] == [None, None]
+    assert set(ex.deferred) == {"orch-m1-a1", "orch-m2-a1"} and "max_queued_jobs=3" in ex.deferred["orch-m1-a1"]
+    ex.cancel(first)
+
+
+def test_submitit_plugin_runs_pickled_callables(pbs, tmp_path: Path) -> None:
+    executor = submitit.AutoExecutor(tmp_path / "submitit", cluster="pbs")
+    executor.update_parameters(timeout_min=2, name="orch-plugin-test")
+    job = executor.submit(pow, 2, 10)
+    assert job.job_id.endswith(".pbs01") and job.result() == 1024
+    jobs = executor.map_array(pow, [2, 3, 4], [2, 2, 2])
+    seq = jobs[0].job_id.split("[")[0]
+    assert [j.job_id for j in jobs] == [f"{seq}[{i}].pbs01" for i in range(3)]
+    assert [j.result() for j in jobs] == [4, 9, 16]
+    deadline = time.time() + 30
+    while jobs[0].get_info(mode="force").get("State") != "COMPLETED" and time.time() < deadline:
+        time.sleep(0.2)  # the result is written before the job's process has exited
+    assert jobs[0].state == "COMPLETED" and jobs[0].get_info(mode="cache")["NodeList"]
+    qsub = next(c for c in pbs.calls("qsub") if "-J" in c)
+    assert qsub[qsub.index("-J") + 1] == "0-2"
+    submitted = (tmp_path / "submitit" / f"{seq}[].pbs01_submission.sh").read_text()  # one per array
+    assert "export SUBMITIT_EXECUTOR=pbs" in submitted and "#PBS -N orch-plugin-test" in submitted
+
+
+def test_submitit_plugin_reports_failures(pbs, tmp_path: Path) -> None:
+    executor = PbsExecutor(tmp_path / "submitit")
+    executor.update_parameters(timeout_min=1)
+    job = executor.submit(int, "not a number")
+    with pytest.raises(submitit.core.utils.FailedJobError, match="invalid literal"):
+        job.result()
+
+    def job_env() -> dict:
+        env = submitit.JobEnvironment()
+        return {"name": env.name(), "job_id": env.job_id, "nodes": env.num_nodes}
+
+    got = executor.submit(job_env).result()
+    assert got["name"] == "pbs" and got["job_id"].endswith(".pbs01") and got["nodes"] == 1

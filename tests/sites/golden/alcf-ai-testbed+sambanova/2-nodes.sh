@@ -1,0 +1,18 @@
+#!/bin/bash
+# orch run 82405336a5009709: golden/gemm gemm on alcf-ai-testbed:sambanova
+#SBATCH --job-name=orch-82405336a5009709
+#SBATCH --comment=orch-82405336a5009709
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=8
+#SBATCH --time=00:30:00
+#SBATCH --gres=rdu:8
+#SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
+#SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
+set -euo pipefail
+export ORCH_RUN_ID=82405336a5009709
+export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/2-nodes
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+srun --nodes=1 --ntasks=1 python -m workloads.gemm compile --pef-name=orch_gemm --output-folder=pef --precision bf16 --device rdu --size-m 4096 --size-n 4096 --size-k 4096 --output metrics.json
+srun --nodes=2 --ntasks-per-node=8 --mpi=pmi2 python -m workloads.gemm run --pef=pef/orch_gemm/orch_gemm.pef --precision bf16 --device rdu --size-m 4096 --size-n 4096 --size-k 4096 --output metrics.json

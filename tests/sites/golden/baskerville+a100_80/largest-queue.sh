@@ -1,0 +1,26 @@
+#!/bin/bash
+# orch run 00ff5b7490d29e92: golden/gemm gemm on baskerville:a100_80
+#SBATCH --job-name=orch-00ff5b7490d29e92
+#SBATCH --comment=orch-00ff5b7490d29e92
+#SBATCH --nodes=8
+#SBATCH --ntasks-per-node=4
+#SBATCH --time=96:00:00
+#SBATCH --account=myproject
+#SBATCH --qos=myqos
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-gpu=36
+#SBATCH --constraint=a100_80
+#SBATCH --output=/scratch/orch/runs/largest-queue/stdout.log
+#SBATCH --error=/scratch/orch/runs/largest-queue/stderr.log
+set -euo pipefail
+set +u  # module and conda scripts read unset variables
+module purge
+module load baskerville
+module load bask-apps/live
+set -u
+export ORCH_RUN_ID=00ff5b7490d29e92
+export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/largest-queue
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+srun --nodes=8 --ntasks-per-node=4 --ntasks=32 python -m workloads.gemm --precision bf16 --device cuda --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 312.0 --output metrics.json

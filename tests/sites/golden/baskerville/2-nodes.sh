@@ -1,0 +1,25 @@
+#!/bin/bash
+# orch run 346f360cdc6864ed: golden/gemm gemm on baskerville
+#SBATCH --job-name=orch-346f360cdc6864ed
+#SBATCH --comment=orch-346f360cdc6864ed
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=4
+#SBATCH --time=00:30:00
+#SBATCH --account=myproject
+#SBATCH --qos=myqos
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-gpu=36
+#SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
+#SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
+set -euo pipefail
+set +u  # module and conda scripts read unset variables
+module purge
+module load baskerville
+module load bask-apps/live
+set -u
+export ORCH_RUN_ID=346f360cdc6864ed
+export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/2-nodes
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+srun --nodes=2 --ntasks-per-node=4 --ntasks=8 python -m workloads.gemm --precision bf16 --device cuda --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 312.0 --output metrics.json

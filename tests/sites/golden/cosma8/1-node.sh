@@ -1,0 +1,18 @@
+#!/bin/bash
+# orch run 54546f316e3be461: golden/gemm gemm on cosma8
+#SBATCH --job-name=orch-54546f316e3be461
+#SBATCH --comment=orch-54546f316e3be461
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=2
+#SBATCH --time=00:30:00
+#SBATCH --partition=cosma8-shm2
+#SBATCH --account=myproject
+#SBATCH --output=/scratch/orch/runs/1-node/stdout.log
+#SBATCH --error=/scratch/orch/runs/1-node/stderr.log
+set -euo pipefail
+export ORCH_RUN_ID=54546f316e3be461
+export ORCH_RUN_DIR=/scratch/orch/runs/1-node
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/1-node
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+srun --nodes=1 --ntasks-per-node=2 --ntasks=2 python -m workloads.gemm --precision bf16 --device cuda --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 181.0 --output metrics.json

@@ -1,0 +1,18 @@
+#!/bin/bash
+# orch run 5f2ea7ef0fc1c06b: golden/gemm gemm on cosma8
+#SBATCH --job-name=orch-5f2ea7ef0fc1c06b
+#SBATCH --comment=orch-5f2ea7ef0fc1c06b
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=2
+#SBATCH --time=00:30:00
+#SBATCH --partition=cosma8-shm2
+#SBATCH --account=myproject
+#SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
+#SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
+set -euo pipefail
+export ORCH_RUN_ID=5f2ea7ef0fc1c06b
+export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/2-nodes
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+srun --nodes=2 --ntasks-per-node=2 --ntasks=4 python -m workloads.gemm --precision bf16 --device cuda --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 181.0 --output metrics.json

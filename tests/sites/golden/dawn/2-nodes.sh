@@ -1,0 +1,29 @@
+#!/bin/bash
+# orch run ae4e086b2cec0fa5: golden/gemm gemm on dawn
+#SBATCH --job-name=orch-ae4e086b2cec0fa5
+#SBATCH --comment=orch-ae4e086b2cec0fa5
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=8
+#SBATCH --time=00:30:00
+#SBATCH --partition=pvc9
+#SBATCH --account=myproject-dawn-gpu
+#SBATCH --gres=gpu:4
+#SBATCH --cpus-per-task=12
+#SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
+#SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
+set -euo pipefail
+set +u  # module and conda scripts read unset variables
+module load rhel9/default-dawn
+module load intel-oneapi-ccl intel-oneapi-mpi intel-oneapi-mkl
+set -u
+export ZE_FLAT_DEVICE_HIERARCHY=FLAT
+export CCL_ATL_TRANSPORT=ofi
+export FI_PROVIDER=verbs
+export CCL_ZE_IPC_EXCHANGE=sockets
+export ZES_ENABLE_SYSMAN=1
+export ORCH_RUN_ID=ae4e086b2cec0fa5
+export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/2-nodes
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+mpirun -n 16 -ppn 8 python -m workloads.gemm --precision bf16 --device xpu --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 419.5 --output metrics.json

@@ -1,0 +1,18 @@
+#!/bin/bash
+# orch run aab48d6fd29a31b1: golden/gemm gemm on jade2
+#SBATCH --job-name=orch-aab48d6fd29a31b1
+#SBATCH --comment=orch-aab48d6fd29a31b1
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=8
+#SBATCH --time=00:30:00
+#SBATCH --partition=big
+#SBATCH --gres=gpu:8
+#SBATCH --output=/scratch/orch/runs/1-node/stdout.log
+#SBATCH --error=/scratch/orch/runs/1-node/stderr.log
+set -euo pipefail
+export ORCH_RUN_ID=aab48d6fd29a31b1
+export ORCH_RUN_DIR=/scratch/orch/runs/1-node
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/1-node
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+srun --nodes=1 --ntasks-per-node=8 --ntasks=8 python -m workloads.gemm --precision fp32 --device cuda --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 15.7 --output metrics.json

@@ -1,0 +1,33 @@
+#!/bin/bash
+# orch run 5973ecac80811bde: golden/gemm gemm on polaris
+#PBS -N orch-5973ecac80811bde
+#PBS -l select=496:system=polaris
+#PBS -l walltime=24:00:00
+#PBS -l place=scatter
+#PBS -l filesystems=home:eagle
+#PBS -q prod
+#PBS -A myproject
+#PBS -o /scratch/orch/runs/largest-queue/pbs.stdout
+#PBS -e /scratch/orch/runs/largest-queue/pbs.stderr
+# queue prod routes this run to its large tier
+exec >>/scratch/orch/runs/largest-queue/stdout.log 2>>/scratch/orch/runs/largest-queue/stderr.log
+set -euo pipefail
+set +u  # module and conda scripts read unset variables
+module use /soft/modulefiles
+module load conda
+conda activate
+set -u
+export NCCL_NET='AWS Libfabric'
+export NCCL_CROSS_NIC=1
+export FI_CXI_DEFAULT_CQ_SIZE=131072
+export ORCH_RUN_ID=5973ecac80811bde
+export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/largest-queue
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+cat > orch-gpu-affinity.sh <<'ORCH_AFFINITY'
+local_rank=${PMI_LOCAL_RANK:-${PALS_LOCAL_RANKID:-${SLURM_LOCALID:-${MPI_LOCALRANKID:-${OMPI_COMM_WORLD_LOCAL_RANK:-0}}}}}
+export CUDA_VISIBLE_DEVICES=$(( 3 - local_rank % 4 ))
+exec "$@"
+ORCH_AFFINITY
+mpiexec -n 1984 --ppn 4 --depth 16 --cpu-bind depth bash orch-gpu-affinity.sh python -m workloads.gemm --precision bf16 --device cuda --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 312.0 --output metrics.json

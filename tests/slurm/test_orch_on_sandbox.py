@@ -1,0 +1,186 @@
+"""orch itself on the real sandbox cluster: arrays, one sacct per poll, crash repair, a
+controller restart, and a real workload through srun.
+
+A "trivial" site (the sandbox with a stand-in python that writes a valid metrics file at
+once) keeps 100+ runs fast; the last test runs the real GEMM workload on the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_orch, write
+
+TRIVIAL_PYTHON = """#!{python}
+# Stands in for `python -m workloads.X ...`: writes a valid metrics file, optionally after a nap.
+import json, os, sys, time
+args = sys.argv[1:]
+def arg(flag, default=None):
+    return args[args.index(flag) + 1] if flag in args else default
+time.sleep(float(os.environ.get("TRIVIAL_SLEEP", "0")))
+json.dump({{"schema": "orch.metrics/1", "workload": "gemm", "precision": arg("--precision", "fp32"),
+           "world_size": 1, "device": {{"type": "cpu", "model": "sandbox-cpu", "count": 1}},
+           "params": {{"m": int(arg("--size-m", "1"))}}, "metrics": {{"tflops": 1.0 + int(arg("--size-m", "1"))}},
+           "timing": {{"warmup_steps": 0, "timed_steps": 1}}}}, open(arg("--output"), "w"))
+"""
+
+SITE = """\
+name: trivial
+description: the sandbox cluster with a stand-in python (tests)
+scheduler: slurm
+python: {python}
+max_nodes: 4
+device: {{type: cpu, model: sandbox-cpu, per_node: 2, precisions: [fp32]}}
+queues: [{{name: debug, max_nodes: 4, max_walltime: "01:00:00"}}]
+launcher: {{name: srun}}
+env: {{TRIVIAL_SLEEP: "{sleep}"}}
+executor: {{max_array_size: 1000}}
+"""
+
+
+def sweep_text(name: str, count: int, walltime: str = "00:05:00") -> str:
+    sizes = ", ".join(str(i) for i in range(1, count + 1))
+    return (f"name: {name}\nexperiments:\n  - name: many\n    workload: gemm\n    sites: [trivial]\n"
+            f"    walltime: '{walltime}'\n    grid:\n      m: [{sizes}]\n")
+
+
+@pytest.fixture
+def trivial(cluster, tmp_path: Path):
+    """A working directory on the shared filesystem with the trivial site; returns a runner."""
+    workdir = tmp_path
+    fake = write(workdir / "fake-python", TRIVIAL_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+
+    def make_site(sleep: float = 0.0) -> None:
+        write(workdir / "sites" / "trivial.yaml", SITE.format(python=fake, sleep=sleep))
+
+    make_site()
+
+    def orch(*args: str, **kw):
+        env = {"ORCH_SITES_PATH": str(workdir / "sites"), "ORCH_SUBMIT_GRACE_S": "8", **kw.pop("env", {})}
+        return run_orch(*args, cwd=workdir, env=env, **kw)
+
+    orch.workdir = workdir  # type: ignore[attr-defined]
+    orch.make_site = make_site  # type: ignore[attr-defined]
+    return orch
+
+
+def sql(orch, query: str) -> list[dict]:
+    return json.loads(orch("sql", "-f", "json", query, check=True).stdout)
+
+
+def test_a_sweep_of_120_runs_goes_as_one_array_and_is_followed_with_one_sacct_per_poll(trivial) -> None:
+    sweep = write(trivial.workdir / "big.yaml", sweep_text("big", 120))
+    trivial("plan", str(sweep), check=True)
+    submitted = json.loads(trivial("submit", "--json", check=True).stdout)
+    assert len(submitted["submitted"]) == 120
+    assert submitted["scheduler_calls"].get("sbatch") == 1  # one array for 120 runs of one shape
+    assert all("_" in s["job_id"] for s in submitted["submitted"])  # array task ids A_i
+
+    status = json.loads(trivial("status", "--watch", "--interval", "2", "--json", check=True).stdout)
+    assert status["counts"] == {"finished": 120}
+    assert status["scheduler_calls"].get("sacct", 0) <= status["polls"]
+    rows = sql(trivial, "SELECT count(*) AS n, min(tflops) AS lo, max(tflops) AS hi FROM results "
+                        "WHERE status = 'completed'")
+    assert rows == [{"n": 120, "lo": 2.0, "hi": 121.0}]
+
+
+def _jobs_by_name(prefix: str = "orch-") -> dict[str, int]:
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-a", "-S", "now-1hour", "-o", "JobName%60"],
+                         capture_output=True, text=True, check=True).stdout
+    counts: dict[str, int] = {}
+    for name in out.split():
+        if name.startswith(prefix):
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def test_sigkill_during_submit_never_loses_or_duplicates_a_run(trivial) -> None:
+    """20 trials: kill `orch submit` at a random moment; `orch status` repairs; each run ends
+    with exactly one job in Slurm (submitted again only if it had never reached Slurm)."""
+    rng = random.Random(20261122)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ORCH_")},
+           "ORCH_SITES_PATH": str(trivial.workdir / "sites"), "ORCH_SUBMIT_GRACE_S": "8"}
+    for trial in range(20):
+        name = f"kill{trial}"
+        sweep = write(trivial.workdir / f"{name}.yaml", sweep_text(name, 6).replace(
+            "    grid:", "    grid:\n      precision: fp32", 1))
+        trivial("plan", str(sweep), check=True)
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", name],
+                                cwd=trivial.workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.0, 2.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        # Repair: status adopts jobs that reached Slurm; intents that never did go back to
+        # planned after the grace period; then submit what is planned.
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            trivial("status", "--sweep", name, check=True)
+            left = sql(trivial, f"SELECT count(*) AS n FROM attempts a JOIN runs r ON r.id = a.run_id "
+                                f"WHERE r.sweep = '{name}' AND a.job_id IS NULL")
+            if left == [{"n": 0}]:
+                break
+            time.sleep(2)
+        trivial("submit", "--sweep", name, check=True)
+        runs = sql(trivial, f"SELECT r.id, r.status, count(a.id) AS attempts, count(a.job_id) AS jobs "
+                            f"FROM runs r LEFT JOIN attempts a ON a.run_id = r.id WHERE r.sweep = '{name}' "
+                            f"GROUP BY r.id, r.status")
+        assert len(runs) == 6
+        for run in runs:
+            assert run["attempts"] == 1 and run["jobs"] == 1, (trial, run)
+    # Slurm agrees: one job per run, never two.
+    time.sleep(3)
+    jobs = _jobs_by_name()
+    for trial in range(20):
+        for run in sql(trivial, f"SELECT id FROM runs WHERE sweep = 'kill{trial}'"):
+            assert jobs.get(f"orch-{run['id']}-a1") == 1, (trial, run, jobs.get(f"orch-{run['id']}-a1"))
+    final = json.loads(trivial("status", "--watch", "--interval", "2", "--json", check=True).stdout)
+    assert set(final["counts"]) == {"finished"}
+
+
+def test_restarting_slurmctld_while_watching_fails_no_run(trivial) -> None:
+    from orchestrator import sandbox
+
+    trivial.make_site(sleep=15)
+    sweep = write(trivial.workdir / "restart.yaml", sweep_text("restart", 8))
+    trivial("plan", str(sweep), check=True)
+    trivial("submit", check=True)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ORCH_")},
+           "ORCH_SITES_PATH": str(trivial.workdir / "sites")}
+    watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "status", "--watch", "--interval", "1",
+                                "--json"], cwd=trivial.workdir, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    sandbox.restart_controller()
+    out, err = watcher.communicate(timeout=300)
+    assert watcher.returncode == 0, err
+    assert json.loads(out)["counts"] == {"finished": 8}
+
+
+def test_real_gemm_on_two_nodes_through_srun(cluster, workdir: Path) -> None:
+    """The real workload on the sandbox site: 1 device, and 4 devices over 2 nodes x 2 tasks."""
+    sweep = write(workdir / "gemm.yaml", """\
+name: sandbox-gemm
+experiments:
+  - name: g
+    workload: gemm
+    sites: [sandbox]
+    walltime: "00:10:00"
+    grid: {devices: [1, 4], m: 64, n: 64, k: 64, warmup: 1, iters: 3}
+""")
+    proc = run_orch("run", str(sweep), "--interval", "2", cwd=workdir)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(run_orch("sql", "-f", "json", "SELECT devices, nodes, node_list, tflops FROM results "
+                               "ORDER BY devices", cwd=workdir, check=True).stdout)
+    assert [(r["devices"], r["nodes"]) for r in rows] == [(1, 1), (4, 2)]
+    assert all(r["tflops"] > 0 for r in rows)
+    assert "n" in rows[1]["node_list"] and "," in rows[1]["node_list"] or "[" in rows[1]["node_list"]
