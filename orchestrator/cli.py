@@ -98,7 +98,7 @@ def _plan_rows(plans: list[PlannedRun]) -> tuple[list[str], list[list[object]]]:
             params["repeat"] = s.repeat
         rows.append([s.id, s.experiment, s.workload, s.site + (f":{s.system}" if s.system else ""), s.devices,
                      s.precision, " ".join(f"{k}={v}" for k, v in params.items()),
-                     placement.nodes if placement else None, placement.queue if placement else None,
+                     placement.nodes if placement else None, placement.queue_label if placement else None,
                      p.status, p.new, p.resolved.skip_reason or ""])
     return columns, rows
 
@@ -378,7 +378,7 @@ def sites_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     for name in available_sites(c.sites_dirs):
         profile = load_site(name, c.sites_dirs)
         rows.append([name, profile.scheduler, profile.device.model, profile.device.per_node, profile.max_nodes,
-                     ", ".join(q.name for q in profile.queues), ", ".join(profile.systems),
+                     ", ".join(q.label for q in profile.queues), ", ".join(profile.systems),
                      str(find_site_file(name, c.sites_dirs))])
     columns = ["site", "scheduler", "device", "devices_per_node", "max_nodes", "queues", "systems", "file"]
     print_rows(columns, rows, "json" if as_json else "table")

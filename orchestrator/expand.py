@@ -35,6 +35,7 @@ class RunSpec:
     walltime_s: int = field(compare=False)
     max_attempts: int = field(default=1, compare=False)
     retry_on: tuple[str, ...] = field(default=(), compare=False)
+    queue: str | None = field(default=None, compare=False)  # asked for by name, else the site picks
 
     def identity(self) -> dict[str, Any]:
         """What the id hashes: everything that changes what is measured."""
@@ -124,6 +125,7 @@ def expand_experiment(sweep: Sweep, exp: Experiment) -> list[RunSpec]:
                         walltime_s=exp.walltime_s,
                         max_attempts=retry.max_attempts,
                         retry_on=tuple(retry.failures),
+                        queue=exp.queue,
                     )
                 )
     return runs

@@ -46,6 +46,8 @@ class Experiment(BaseModel):
     workload: str
     sites: list[str] = Field(min_length=1)
     walltime: str | int = "00:30:00"
+    # A queue/partition by name (e.g. devel, preemptable); default: the site picks by size and walltime.
+    queue: str | None = None
     grid: dict[str, Any] = Field(default_factory=dict)
     zip: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
     exclude: list[dict[str, Any]] = Field(default_factory=list)

@@ -13,6 +13,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # torch first, pinned: on the project's machines 2.13.0 is the CPU build on disk.
   .venv/bin/python -m pip install --quiet "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/python -m pip install --quiet -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c "import orchestrator, torch, submitit, sqlalchemy, typer" 
+  # DeepSpeed builds against the torch just installed (not a fresh one in an isolated build).
+  .venv/bin/python -m pip install --quiet --no-build-isolation "deepspeed==0.19.8" 2>&1 \
+    | grep -v "^WARNING: Location" || true
+  .venv/bin/python -c "import orchestrator, torch, submitit, sqlalchemy, typer, deepspeed, pyarrow"
   touch "$stamp"
 fi

@@ -219,9 +219,10 @@ def all_gather_object(obj: Any) -> list[Any]:
     return out
 
 
-def shutdown() -> None:
+def shutdown(together: bool = True) -> None:
     if is_active():
-        # Leave together: a rank tearing down its group while another still writes the metrics
-        # file has been seen to abort at exit (DeepSpeed on gloo).
-        dist.barrier()
+        if together:
+            # Leave together: a rank tearing down its group while another still writes the
+            # metrics file has been seen to abort at exit (DeepSpeed on gloo).
+            dist.barrier()
         dist.destroy_process_group()

@@ -154,8 +154,9 @@ class Session:
         if self.args.output:
             print(f"metrics written to {os.fspath(self.args.output)}", flush=True)
 
-    def close(self) -> None:
-        dist.shutdown()
+    def close(self, together: bool = True) -> None:
+        """Leave the process group; ``together=False`` on a refusal (other ranks may not wait)."""
+        dist.shutdown(together)
 
 
 def run_workload(
@@ -173,7 +174,7 @@ def run_workload(
     try:
         body(session)
     except Refused as exc:
-        session.close()
+        session.close(together=False)
         refuse_and_exit(name, exc)
     session.close()
     return 0
