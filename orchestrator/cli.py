@@ -30,7 +30,7 @@ from orchestrator.sweep import parse_sweep
 app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_enable=False,
                   help="Benchmark campaigns of AI workloads on HPC sites: one sweep file to SQL rows.\n\n"
                        "Quick start: [bold]orch run examples/quickstart.yaml --site local[/bold]")
-sites_app = typer.Typer(no_args_is_help=True, help="Site profiles: list and show.")
+sites_app = typer.Typer(no_args_is_help=True, help="Site profiles: list, show, check against a twin.")
 workloads_app = typer.Typer(no_args_is_help=True, help="Benchmark programs: list and show.")
 db_app = typer.Typer(no_args_is_help=True, help="The results database.")
 sandbox_app = typer.Typer(no_args_is_help=True, help="A real Slurm cluster on this machine (needs root).")
@@ -86,7 +86,7 @@ def main_options(
 
 def _plan_rows(plans: list[PlannedRun]) -> tuple[list[str], list[list[object]]]:
     columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "nodes",
-               "queue", "status", "new", "reason"]
+               "queue", "tier", "status", "new", "reason"]
     rows: list[list[object]] = []
     for p in plans:
         s, placement = p.spec, p.resolved.placement
@@ -98,7 +98,8 @@ def _plan_rows(plans: list[PlannedRun]) -> tuple[list[str], list[list[object]]]:
             params["repeat"] = s.repeat
         rows.append([s.id, s.experiment, s.workload, s.site + (f":{s.system}" if s.system else ""), s.devices,
                      s.precision, " ".join(f"{k}={v}" for k, v in params.items()),
-                     placement.nodes if placement else None, placement.queue_label if placement else None,
+                     placement.nodes if placement else None, placement.queue if placement else None,
+                     placement.queue_tier if placement else None,
                      p.status, p.new, p.resolved.skip_reason or ""])
     return columns, rows
 
@@ -109,6 +110,8 @@ def plan(
     sweep_file: Annotated[Path, typer.Argument(help="The sweep YAML file.")],
     show: Annotated[bool, typer.Option("--show", help="Print each rendered batch script.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and resolve; record nothing.")] = False,
+    variant: Annotated[Optional[str], typer.Option("--variant", help="Apply the sweep's named variant "
+                                                   "(e.g. tiny) first.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Expand a sweep into runs, resolve each on its site, render its script and record it.
@@ -117,7 +120,7 @@ def plan(
     [bold]skipped[/bold] with the reason.
     """
     c = ctx_obj(ctx)
-    loaded = parse_sweep(sweep_file)
+    loaded = parse_sweep(sweep_file, variant=variant)
     plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
     new = 0 if dry_run else record_plan(c.sessions, loaded, plans)
     columns, rows = _plan_rows(plans)
@@ -239,6 +242,28 @@ def status(
         _print_counts(counts, as_json)
 
 
+@app.command()
+def cancel(
+    ctx: typer.Context,
+    run_ids: Annotated[Optional[list[str]], typer.Argument(help="Run ids (default: every active run "
+                                                           "matching the filters).")] = None,
+    sweep: Annotated[Optional[str], typer.Option("--sweep", help="Only this sweep.")] = None,
+    site: Annotated[Optional[str], typer.Option("--site", help="Only this site.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cancel runs: active jobs are stopped by their scheduler, unsubmitted runs are dropped."""
+    from orchestrator.follow import cancel_runs
+
+    c = ctx_obj(ctx)
+    if not (run_ids or sweep or site):
+        raise UserError("name run ids, --sweep or --site (cancelling everything needs one of them)")
+    done = cancel_runs(c.sessions, c.executors(), sweep=sweep, site=site, run_ids=run_ids or None)
+    if as_json:
+        print_json([{"run_id": r, "job_id": j or None} for r, j in done])
+    else:
+        console.print(f"cancelled {len(done)} run(s); `orch status` records the end of their jobs")
+
+
 SUMMARY_COLUMNS = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "status",
                    "failure_class", "tflops", "tokens_per_s", "step_time_s", "peak_mem_gb"]
 
@@ -249,11 +274,13 @@ def run(
     sweep_file: Annotated[Path, typer.Argument(help="The sweep YAML file.")],
     site: Annotated[Optional[str], typer.Option("--site", help="Only runs on this site.")] = None,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between polls.")] = 2.0,
+    variant: Annotated[Optional[str], typer.Option("--variant", help="Apply the sweep's named variant "
+                                                   "(e.g. tiny) first.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Plan, submit and follow a sweep to the end, then print its results."""
     c = ctx_obj(ctx)
-    loaded = parse_sweep(sweep_file)
+    loaded = parse_sweep(sweep_file, variant=variant)
     plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
     new = record_plan(c.sessions, loaded, plans)
     name = loaded.sweep.name
@@ -400,6 +427,71 @@ def sites_show(ctx: typer.Context, site: Annotated[str, typer.Argument(help="sit
         console.print(yaml.safe_dump(data, sort_keys=False), markup=False, highlight=False)
 
 
+@sites_app.command("check")
+def sites_check(
+    ctx: typer.Context,
+    site: Annotated[str, typer.Argument(help="site (every Slurm system of it) or site:system")],
+    no_up: Annotated[bool, typer.Option(
+        "--no-up", help="Do not bring the twin up; fail unless the sandbox already is this site's twin.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate the site's representative scripts with [bold]sbatch --test-only[/bold] on its twin.
+
+    Renders 1 device, 1 node, 2 nodes and the largest queue at its limits through the normal plan
+    path, and has the sandbox, configured as the site's twin, judge each script. The twin is brought
+    up as by [bold]orch sandbox up --like SITE[/bold] (root; idempotent) and stays up afterwards;
+    [bold]orch sandbox up[/bold] restores the plain sandbox. Exit 1 when any script is rejected,
+    2 when the site has no Slurm system (PBS: emulator only; appliances).
+    """
+    import os
+
+    from orchestrator.sitecheck import check_site
+
+    report = check_site(site, os.environ, ctx_obj(ctx).sites_dirs, bring_up=not no_up)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        rows = [[r.target, r.shape, r.devices, r.nodes, r.queue, r.result,
+                 r.detail + "".join(f" [{n}]" for n in r.notes)] for r in report.rows]
+        print_table(["target", "shape", "devices", "nodes", "queue", "result", "detail"], rows,
+                    title=f"{site} against " + (f"its twin (sandbox up --like {report.twin})" if report.twin
+                                                else "no twin"))
+        for note in report.twin_notes:
+            console.print(f"twin: {note}", markup=False, highlight=False)
+        if report.workdir:
+            console.print(f"scripts checked: {report.workdir}", markup=False, highlight=False)
+        checked, rejected = len(report.checked), len(report.rejected)
+        console.print(f"{checked - rejected} of {checked} script(s) accepted" if checked else
+                      "nothing could be checked here")
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
+
+
+@sites_app.command("rehearsal")
+def sites_rehearsal(
+    ctx: typer.Context,
+    site: Annotated[str, typer.Argument(help="site (its Slurm systems are kept)")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory to write <site>.yaml into.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a copy of SITE's profile for a rehearsal on its twin: the site's directives, this machine's CPU.
+
+    Then: [bold]orch sandbox up --like SITE[/bold] and [bold]orch --sites-dir OUTPUT run SWEEP[/bold].
+    """
+    from orchestrator.sitecheck import rehearsal_profile
+
+    filename, text, changes = rehearsal_profile(site, ctx_obj(ctx).sites_dirs)
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / filename
+    path.write_text(text)
+    if as_json:
+        print_json({"path": str(path), "changes": changes})
+        return
+    console.print(f"wrote {path}", markup=False, highlight=False)
+    for change in changes:
+        console.print(f"  {change}", markup=False, highlight=False)
+
+
 @workloads_app.command("list")
 def workloads_list(as_json: JsonOpt = False) -> None:
     """Every workload orch can run."""
@@ -452,12 +544,25 @@ def db_url(ctx: typer.Context) -> None:
 # ---------------------------------------------------------------- sandbox
 
 @sandbox_app.command("up")
-def sandbox_up(like: Annotated[Optional[str], typer.Option("--like", help="Configure as a twin of this site.")] = None,
-               as_json: JsonOpt = False) -> None:
-    """Bring up (idempotently) a Slurm cluster here: slurmctld, 4 slurmd nodes with gres gpu:4, slurmdbd."""
+def sandbox_up(
+    ctx: typer.Context,
+    like: Annotated[Optional[str], typer.Option(
+        "--like", help="Configure as a twin of this site: its partitions and limits, gres, node sizes, accounts "
+                       "and QoS (from the environment variables its profile names), with enforcement on.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Switch to a twin even while jobs are queued or running.")]
+    = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bring up (idempotently) a Slurm cluster here: slurmctld, 4 slurmd nodes with gres gpu:4, slurmdbd.
+
+    With [bold]--like SITE[/bold] the same cluster becomes a twin of SITE (every Slurm system of it);
+    without it the plain sandbox (partitions debug and batch, no enforcement) is restored.
+    """
+    import os
+
     from orchestrator import sandbox
 
-    _print_sandbox(sandbox.up(like=like), as_json)
+    _print_sandbox(sandbox.up(like=like, env=os.environ, force=force, sites_dirs=ctx_obj(ctx).sites_dirs), as_json)
 
 
 @sandbox_app.command("down")
@@ -471,7 +576,7 @@ def sandbox_down() -> None:
 
 @sandbox_app.command("status")
 def sandbox_status(as_json: JsonOpt = False) -> None:
-    """What of the sandbox cluster is running."""
+    """What of the sandbox cluster is running, and which site it is a twin of (twin; none: plain)."""
     from orchestrator import sandbox
 
     _print_sandbox(sandbox.status(), as_json)

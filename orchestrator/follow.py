@@ -154,3 +154,28 @@ def state_counts(sessions: sessionmaker[Session], sweep: str | None = None, site
         if site:
             query = query.where(Run.site == site)
         return {status: count for status, count in session.execute(query)}
+
+
+def cancel_runs(sessions: sessionmaker[Session], executors: Executors, sweep: str | None = None,
+                site: str | None = None, run_ids: list[str] | None = None) -> list[tuple[str, str]]:
+    """Ask the schedulers to stop the active jobs of these runs (one call per site); the next
+    poll records them as cancelled. Runs not yet submitted are marked cancelled at once."""
+    cancelled: list[tuple[str, str]] = []
+    with sessions.begin() as session:
+        query = select(Attempt).join(Run).where(Attempt.state.in_(ACTIVE), Attempt.job_id.is_not(None))
+        planned = select(Run).where(Run.status.in_(("planned", "retry")))
+        for column, value in ((Run.sweep, sweep), (Run.site, site)):
+            if value:
+                query, planned = query.where(column == value), planned.where(column == value)
+        if run_ids is not None:
+            query, planned = query.where(Run.id.in_(run_ids)), planned.where(Run.id.in_(run_ids))
+        by_site: dict[tuple[str, str | None], list[Attempt]] = {}
+        for attempt in session.scalars(query):
+            by_site.setdefault((attempt.run.site, attempt.run.system), []).append(attempt)
+        for (site_name, system), attempts in by_site.items():
+            executors.for_site(site_name, system).cancel([a.job_id for a in attempts if a.job_id])
+            cancelled += [(a.run_id, a.job_id or "") for a in attempts]
+        for run in session.scalars(planned):
+            run.status = "cancelled"
+            cancelled.append((run.id, ""))
+    return cancelled

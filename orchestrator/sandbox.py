@@ -8,6 +8,20 @@ four fake GPUs as ``gres/gpu``). Afterwards ``sinfo``, ``sbatch``, ``srun``,
 and munged (MariaDB is left alone: other programs may use it); ``status()``
 reports what runs without changing anything.
 
+Site twins: ``up(like="dawn")`` reconfigures the same cluster as a twin of a site
+profile (:func:`twin_layout`): the site's partitions (an ``implicit`` queue becomes
+the twin's default partition) with the profile's MaxTime / MaxNodes / MinNodes,
+device and job limits as a partition QoS (``Flags=DenyOnLimit``, so over-limit
+jobs are refused at submission as on the site), the nodes' gres (``gpu``, ``rdu``,
+...), CPUs, memory and features as the profile gives them (``SlurmdParameters=
+config_overrides`` lets 4 slurmds on a 2-core host claim 144 CPUs and 512 GB), and
+in slurmdbd the site's account (from the environment variable the profile names,
+or a stand-in when that is unset and the site requires one) and QoS names, with
+``AccountingStorageEnforce=associations,limits,qos``. Graphcore's ``--ipus`` is no
+option of a stock Slurm; the twin loads a small SPANK plugin that adds it and
+checks the count (see :data:`SPANK_IPUS_SOURCE`). ``up()`` without ``like``
+restores the plain sandbox; ``status().twin`` says which twin is active.
+
 Everything here needs root. The daemons outlive the Python process that started
 them; ``up()`` is idempotent (a second call only checks, in well under a second).
 
@@ -16,14 +30,20 @@ Facts a site profile needs (``sites/sandbox.yaml``) are in :data:`FACTS`.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 import os
+import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
 from orchestrator.errors import UserError
 
@@ -31,9 +51,12 @@ __all__ = [
     "FACTS",
     "SandboxError",
     "SandboxStatus",
+    "TwinLayout",
+    "active_layout",
     "down",
     "restart_controller",
     "status",
+    "twin_layout",
     "up",
 ]
 
@@ -77,6 +100,23 @@ PARTITIONS = {
     "batch": ("1-00:00:00", "01:00:00", False),
 }
 CONF_MARK = "# Written by orch.sandbox; orch sandbox up rewrites it."
+
+# Site twins (``up(like=SITE)``).
+# The twin's own SPANK stack (PlugStackConfig in a twin's slurm.conf; the plain sandbox keeps
+# Slurm's default /etc/slurm/plugstack.conf, which Debian ships).
+PLUGSTACK_CONF = CONF_DIR / "orch-twin-plugstack.conf"
+LAYOUT_FILE = STATE_DIR / "layout.json"  # the layout the files in /etc/slurm were written for
+FAKEDEV_DIR = STATE_DIR / "fakedev"  # stand-in device files for more than 4 fake GPUs per node
+SPANK_DIR = STATE_DIR / "spank"
+TWIN_MAX_NODES = 16  # virtual nodes per node group (one group per Slurm system of the site)
+TWIN_MAX_TOTAL_NODES = 32
+# Memory a twin's node claims per CPU when its profile gives no node.memory_gb.
+TWIN_DEFAULT_MEM_PER_CPU_MB = 2048
+# Accounts and QoS the twin creates when the site needs one and the environment names none.
+STAND_IN_ACCOUNT = "orch-twin"
+STAND_IN_QOS = "orch-twin"
+PARTITION_QOS_PREFIX = "orch-twin-part-"
+ENFORCE = "associations,limits,qos"
 
 PACKAGES = ("slurm-wlm", "slurmdbd", "munge")
 # Packages needed only when no MariaDB answers.
@@ -161,7 +201,16 @@ class SandboxStatus:
     # How a job over --mem is stopped: "cgroup" (kernel OOM killer; sacct OUT_OF_MEMORY)
     # or "jobacct" (RSS sampling kills it; sacct FAILED, signal 9). None: not configured.
     memory_enforcement: str | None = None
+    # The site this cluster is a twin of (``up(like=...)``); None: the plain sandbox.
+    twin: str | None = None
+    twin_targets: list[str] = field(default_factory=list)  # site[:system] profiles the twin covers
+    accounts: list[str] = field(default_factory=list)  # the twin's accounts (root is associated)
+    qos: list[str] = field(default_factory=list)  # the twin's QoS names jobs may ask for
+    enforce: str | None = None  # AccountingStorageEnforce (twins only)
+    ipus: bool = False  # the --ipus SPANK stand-in is loaded (Graphcore twin)
+    notes: list[str] = field(default_factory=list)  # what the twin assumed or scaled down
     problems: list[str] = field(default_factory=list)
+    expected_nodes: list[str] = field(default_factory=lambda: list(NODES))
 
     @property
     def ok(self) -> bool:
@@ -171,9 +220,9 @@ class SandboxStatus:
             and self.slurmdbd
             and self.slurmctld
             and self.sacct_ok
-            and set(self.nodes) == set(NODES)
+            and set(self.nodes) == set(self.expected_nodes)
             and all(_usable(s) for s in self.nodes.values())
-            and all(self.slurmd.get(n, False) for n in NODES)
+            and all(self.slurmd.get(n, False) for n in self.expected_nodes)
         )
 
     def as_dict(self) -> dict:
@@ -194,6 +243,13 @@ class SandboxStatus:
             "log_dir": self.log_dir,
             "slurm_version": self.slurm_version,
             "memory_enforcement": self.memory_enforcement,
+            "twin": self.twin,
+            "twin_targets": list(self.twin_targets),
+            "accounts": list(self.accounts),
+            "qos": list(self.qos),
+            "enforce": self.enforce,
+            "ipus": self.ipus,
+            "notes": list(self.notes),
             "problems": list(self.problems),
         }
 
@@ -203,6 +259,317 @@ _USABLE_STATES = {"idle", "mixed", "allocated", "completing"}
 
 def _usable(state: str) -> bool:
     return state.rstrip("*~#!%$@^-+").lower() in _USABLE_STATES and not state.endswith("*")
+
+
+# --------------------------------------------------------------------------------------
+# Layouts: the plain sandbox, or a twin of a site profile
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class NodeGroup:
+    """Consecutive virtual nodes ``n<first>``.. of one kind (one Slurm system of a site)."""
+
+    label: str
+    first: int
+    count: int
+    cpus: int
+    memory_mb: int
+    gres: dict[str, int] = field(default_factory=dict)  # name -> count per node (gpu: 4, rdu: 8)
+    features: list[str] = field(default_factory=list)
+    describe: str = ""
+
+    @property
+    def names(self) -> list[str]:
+        return [f"n{i}" for i in range(self.first, self.first + self.count)]
+
+    @property
+    def spec(self) -> str:
+        last = self.first + self.count - 1
+        return f"n{self.first}" if self.count == 1 else f"n[{self.first}-{last}]"
+
+
+@dataclass
+class PartitionSpec:
+    name: str
+    groups: list[str]  # NodeGroup labels
+    default: bool = False
+    max_time: str = "UNLIMITED"
+    default_time: str | None = None
+    max_nodes: int | None = None
+    min_nodes: int = 1
+    qos: str | None = None  # the partition QoS that carries the queue's job limits
+    allow_qos: list[str] = field(default_factory=list)  # a required QoS (Stanage gpu-h100: gpu)
+    site_queue: str | None = None  # the profile's queue name
+    implicit: bool = False  # the site's default partition, which scripts do not name
+
+
+@dataclass
+class PartitionQos:
+    name: str
+    max_tres_per_job: str | None = None
+    max_jobs_per_user: int | None = None
+    max_submit_per_user: int | None = None
+
+
+@dataclass
+class TwinLayout:
+    """What the cluster is configured as: the plain sandbox (``twin`` None) or a site's twin."""
+
+    twin: str | None
+    groups: list[NodeGroup]
+    partitions: list[PartitionSpec]
+    accounts: list[str] = field(default_factory=list)
+    qos: list[str] = field(default_factory=list)  # QoS names jobs may ask for (besides normal)
+    partition_qos: list[PartitionQos] = field(default_factory=list)
+    ipus_max: int | None = None  # load the --ipus SPANK stand-in, counts up to this
+    targets: list[str] = field(default_factory=list)  # site[:system] profiles the twin covers
+    no_twin: dict[str, str] = field(default_factory=dict)  # site:system -> why it has no twin here
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def enforce(self) -> bool:
+        return self.twin is not None
+
+    @property
+    def nodes(self) -> list[str]:
+        return [n for g in self.groups for n in g.names]
+
+    def group(self, label: str) -> NodeGroup:
+        return next(g for g in self.groups if g.label == label)
+
+    def partition(self, name: str) -> PartitionSpec | None:
+        return next((p for p in self.partitions if p.name == name), None)
+
+    def partition_nodes(self, name: str) -> int:
+        part = self.partition(name)
+        return sum(self.group(g).count for g in part.groups) if part else 0
+
+    def default_partition(self) -> PartitionSpec | None:
+        return next((p for p in self.partitions if p.default), None)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TwinLayout":
+        return cls(
+            twin=data.get("twin"),
+            groups=[NodeGroup(**g) for g in data.get("groups", [])],
+            partitions=[PartitionSpec(**p) for p in data.get("partitions", [])],
+            accounts=list(data.get("accounts", [])),
+            qos=list(data.get("qos", [])),
+            partition_qos=[PartitionQos(**q) for q in data.get("partition_qos", [])],
+            ipus_max=data.get("ipus_max"),
+            targets=list(data.get("targets", [])),
+            no_twin=dict(data.get("no_twin", {})),
+            notes=list(data.get("notes", [])),
+        )
+
+
+def plain_layout() -> TwinLayout:
+    groups = [NodeGroup("sandbox", 1, len(NODES), _cpus_per_node(), _node_mem_mb(), {"gpu": GPUS_PER_NODE})]
+    parts = [PartitionSpec(name, ["sandbox"], default=d, max_time=mx, default_time=dflt, max_nodes=None,
+                           site_queue=name)
+             for name, (mx, dflt, d) in PARTITIONS.items()]
+    return TwinLayout(twin=None, groups=groups, partitions=parts, targets=["sandbox"])
+
+
+def active_layout() -> TwinLayout:
+    """The layout /etc/slurm was last written for by ``up()`` (plain when none was recorded)."""
+    try:
+        if CONF_MARK in SLURM_CONF.read_text():
+            return TwinLayout.from_dict(json.loads(LAYOUT_FILE.read_text()))
+    except (OSError, ValueError, TypeError):
+        pass
+    return plain_layout()
+
+
+def _slurm_time(seconds: int) -> str:
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    hms = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{hms}" if days else hms
+
+
+_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def _mem_mb(text: str | None) -> int:
+    """Slurm memory size (``82G``, ``4000``, ``1T``) in MB; 0 when empty or unparsable."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*", str(text or ""), re.IGNORECASE)
+    if not match:
+        return 0
+    return int(float(match.group(1)) * _MEM_UNITS[(match.group(2) or "M").upper()])
+
+
+def _partition_name(queue_name: str, implicit: bool) -> str:
+    # "PartitionName=DEFAULT" sets defaults for other partitions in slurm.conf (any case).
+    if implicit and queue_name.lower() == "default":
+        return "site-default"
+    if queue_name.lower() == "default":
+        return "default-queue"
+    return queue_name
+
+
+def site_targets(site: str, sites_dirs: list[Path] | None = None) -> tuple[str, list[tuple[str, Any]]]:
+    """(site name, [(target, profile)]): the site itself and each of its systems, systems that
+    merely repeat the site's own profile (AI Testbed ``sambanova: {}``) named once, by system."""
+    from orchestrator.sites import load_site
+
+    name = site.partition(":")[0]
+    base = load_site(name, sites_dirs)
+    systems = [(f"{name}:{s}", load_site(f"{name}:{s}", sites_dirs)) for s in base.systems]
+
+    def essence(profile: Any) -> dict[str, Any]:
+        return profile.model_dump(exclude={"name", "system", "description", "systems"})
+
+    if any(essence(p) == essence(base) for _, p in systems):
+        return name, systems
+    return name, [(name, base), *systems]
+
+
+def twin_layout(site: str, env: Mapping[str, str] | None = None,
+                sites_dirs: list[Path] | None = None) -> TwinLayout:
+    """The twin of ``site`` (``site:system`` means the same site): every Slurm system of its
+    profile becomes a group of virtual nodes, every queue a partition with the queue's limits.
+
+    ``env`` (default ``os.environ``) gives the account and QoS names, from the variables the
+    profile names; a site that requires one gets a stand-in (``orch-twin``) when they are unset.
+    """
+    from orchestrator.errors import UserError as _UserError
+
+    env = os.environ if env is None else env
+    try:
+        name, targets = site_targets(site, sites_dirs)
+    except _UserError as exc:
+        raise SandboxError(str(exc)) from None
+    no_twin = {t: ("PBS Pro: no PBS server can run here (orch's PBS executor is tested against an emulator)"
+                   if p.scheduler == "pbs" else
+                   f"{p.scheduler}: no batch scheduler, so no twin" if p.scheduler in ("appliance", "local") else
+                   f"scheduler {p.scheduler}: no twin")
+               for t, p in targets if p.scheduler != "slurm"}
+    slurm = [(t, p) for t, p in targets if p.scheduler == "slurm"]
+    if not slurm:
+        raise SandboxError(f"site {name} has no Slurm system, so no twin: " + "; ".join(
+            f"{t}: {why}" for t, why in no_twin.items()))
+
+    groups: list[NodeGroup] = []
+    notes: list[str] = []
+    parts: dict[str, dict[str, Any]] = {}
+    accounts: list[str] = []
+    qos: list[str] = []
+    ipus_max: int | None = None
+    first = 1
+    for target, prof in slurm:
+        dev, res, node = prof.device, prof.resources, prof.node
+        queue_nodes = max(q.max_nodes for q in prof.queues)
+        count = max(1, min(TWIN_MAX_NODES, prof.max_nodes, queue_nodes))
+        if count < min(prof.max_nodes, queue_nodes):
+            notes.append(f"{target}: {count} virtual nodes stand for up to {min(prof.max_nodes, queue_nodes)}")
+        cards = math.ceil(dev.per_node / dev.per_card)
+        full_cpus = (res.cpus_per_device or 1) * dev.per_node
+        if node.cpus:
+            cpus = node.cpus
+        else:
+            cpus = max(full_cpus, dev.per_node, _cpus_per_node())
+            notes.append(f"{target}: the profile gives no node.cpus; the twin's nodes claim {cpus}")
+        if node.memory_gb:
+            memory = int(node.memory_gb * 1024)
+        else:
+            memory = max(_node_mem_mb(), _mem_mb(res.mem), _mem_mb(res.mem_per_device) * cards,
+                         TWIN_DEFAULT_MEM_PER_CPU_MB * cpus)
+            notes.append(f"{target}: the profile gives no node.memory_gb; the twin's nodes claim {memory} MB")
+        gres: dict[str, int] = {}
+        if res.gpu_request == "ipus":
+            ipus_max = max(ipus_max or 0, dev.per_node * prof.max_nodes)
+        elif res.gpu_request == "gres":
+            gres[res.gres_name] = cards
+        elif dev.type != "cpu":
+            gres["gpu"] = cards  # --gpus*: gres/gpu; no request (COSMA8): the layout all the same
+        features = [res.constraint] if res.constraint and re.fullmatch(r"[\w.-]+", res.constraint) else []
+        describe = (f"{dev.per_node}x {dev.model}" + (f" ({cards} cards)" if cards != dev.per_node else "")
+                    + f", {cpus} CPUs, {memory // 1024} GB" + (f", feature {features[0]}" if features else ""))
+        group = NodeGroup(target, first, count, cpus, memory, gres, features, describe)
+        groups.append(group)
+        first += count
+
+        account = prof.account.account(env)
+        if account is None and prof.account.required:
+            account = prof.account.account({prof.account.env: STAND_IN_ACCOUNT})
+            notes.append(f"{target}: ${prof.account.env} is unset; stand-in account {account}")
+        if account and account not in accounts:
+            accounts.append(account)
+        user_qos = prof.account.qos(env)
+        if user_qos is None and prof.account.qos_required:
+            user_qos = STAND_IN_QOS
+            notes.append(f"{target}: ${prof.account.qos_env} is unset; stand-in QoS {user_qos}")
+        if user_qos and user_qos not in qos:
+            qos.append(user_qos)
+
+        gres_name = next(iter(gres), None)
+        for q in prof.queues:
+            pname = _partition_name(q.name, q.implicit)
+            entry = parts.setdefault(pname, {
+                "groups": [], "implicit": q.implicit, "site_queue": q.name, "max_nodes": 0, "min_nodes": q.min_nodes,
+                "max_time": 0, "allow_qos": set(), "open_qos": False, "max_cards": 0, "unlimited_devices": False,
+                "jobs": 0, "unlimited_jobs": False, "submit": 0, "unlimited_submit": False, "gres": gres_name,
+            })
+            if target not in entry["groups"]:
+                entry["groups"].append(target)
+            entry["max_nodes"] = max(entry["max_nodes"], q.max_nodes)
+            entry["min_nodes"] = min(entry["min_nodes"], q.min_nodes)
+            entry["max_time"] = max(entry["max_time"], q.max_walltime_s)
+            if q.qos:
+                entry["allow_qos"].add(q.qos)
+                if q.qos not in qos:
+                    qos.append(q.qos)
+            else:
+                entry["open_qos"] = True
+            if q.max_devices is None:
+                entry["unlimited_devices"] = True
+            else:
+                entry["max_cards"] = max(entry["max_cards"], math.ceil(q.max_devices / dev.per_card))
+            if q.max_jobs_per_user is None:
+                entry["unlimited_jobs"] = True
+            else:
+                entry["jobs"] = max(entry["jobs"], q.max_jobs_per_user)
+            if q.max_queued_per_user is None:
+                entry["unlimited_submit"] = True
+            else:
+                entry["submit"] = max(entry["submit"], q.max_queued_per_user)
+            entry["gres"] = entry["gres"] or gres_name
+
+    total = sum(g.count for g in groups)
+    if total > TWIN_MAX_TOTAL_NODES:
+        raise SandboxError(f"a twin of {name} would need {total} virtual nodes (at most {TWIN_MAX_TOTAL_NODES})")
+
+    partitions: list[PartitionSpec] = []
+    partition_qos: list[PartitionQos] = []
+    for pname, e in parts.items():
+        pq = None
+        tres = (f"gres/{e['gres']}={e['max_cards']}" if e["gres"] and not e["unlimited_devices"] and e["max_cards"]
+                else None)
+        jobs = None if e["unlimited_jobs"] else e["jobs"]
+        submit = None if e["unlimited_submit"] else e["submit"]
+        if tres or jobs or submit:
+            pq = PartitionQos(PARTITION_QOS_PREFIX + pname, tres, jobs, submit)
+            partition_qos.append(pq)
+        partitions.append(PartitionSpec(
+            name=pname, groups=e["groups"], default=False, max_time=_slurm_time(e["max_time"]),
+            max_nodes=e["max_nodes"], min_nodes=e["min_nodes"], qos=pq.name if pq else None,
+            allow_qos=[] if e["open_qos"] else sorted(e["allow_qos"]), site_queue=e["site_queue"],
+            implicit=e["implicit"]))
+    if ipus_max and not (shutil.which("cc") or shutil.which("gcc")):
+        notes.append("no C compiler to build the --ipus SPANK stand-in: the twin refuses --ipus like any "
+                     "stock Slurm, and `orch sites check` reports it as not verifiable here")
+        ipus_max = None
+    default = next((p for p in partitions if p.implicit), partitions[0])
+    default.default = True
+    return TwinLayout(twin=name, groups=groups, partitions=partitions, accounts=accounts, qos=qos,
+                      partition_qos=partition_qos, ipus_max=ipus_max, targets=[t for t, _ in slurm],
+                      no_twin=no_twin, notes=notes)
 
 
 # --------------------------------------------------------------------------------------
@@ -378,17 +745,60 @@ AllowedSwapSpace=0
 """
 
 
-def _slurm_conf(mode: str | None = None) -> str:
+def _slurm_conf(mode: str | None = None, layout: TwinLayout | None = None) -> str:
     mode = mode or _memory_mode()
+    layout = layout or plain_layout()
     host = _hostname()
-    cpus = _cpus_per_node()
-    mem = _node_mem_mb()
-    parts = []
-    for name, (mx, dflt, is_default) in PARTITIONS.items():
-        parts.append(
-            f"PartitionName={name} Nodes={NODE_SPEC} Default={'YES' if is_default else 'NO'} "
-            f"MaxTime={mx} DefaultTime={dflt} State=UP OverSubscribe=NO"
-        )
+    if layout.twin is None:
+        cpus = _cpus_per_node()
+        mem = _node_mem_mb()
+        parts = []
+        for name, (mx, dflt, is_default) in PARTITIONS.items():
+            parts.append(
+                f"PartitionName={name} Nodes={NODE_SPEC} Default={'YES' if is_default else 'NO'} "
+                f"MaxTime={mx} DefaultTime={dflt} State=UP OverSubscribe=NO"
+            )
+        defmem = mem // cpus
+        tres = "AccountingStorageTRES=gres/gpu"
+        hardware = f"""# Fake GPUs (see gres.conf).
+GresTypes=gpu
+NodeName={NODE_SPEC} NodeHostname={host} NodeAddr=127.0.0.1 Port={SLURMD_BASE_PORT}-{SLURMD_BASE_PORT + len(NODES) - 1} CPUs={cpus} RealMemory={mem} Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN
+{chr(10).join(parts)}"""
+    else:
+        defmem = min(g.memory_mb // g.cpus for g in layout.groups)
+        gres_names = sorted({n for g in layout.groups for n in g.gres} | {"gpu"})
+        tres = (f"AccountingStorageTRES={','.join('gres/' + n for n in gres_names)}\n"
+                f"# A twin refuses what the site would: unknown accounts and QoS, jobs over limits.\n"
+                f"AccountingStorageEnforce={ENFORCE}")
+        lines = [f"# Twin of site {layout.twin} ({', '.join(layout.targets)}); node sizes are the profile's,",
+                 "# claimed through SlurmdParameters=config_overrides, not this host's. Fake devices: gres.conf."]
+        if layout.ipus_max:
+            lines.append(f"# sbatch/srun --ipus: a SPANK stand-in for Graphcore's Slurm (see {PLUGSTACK_CONF.name}).")
+            lines.append(f"PlugStackConfig={PLUGSTACK_CONF}")
+        lines.append(f"GresTypes={','.join(gres_names)}")
+        for g in layout.groups:
+            port = f"{SLURMD_BASE_PORT + g.first - 1}" + (
+                f"-{SLURMD_BASE_PORT + g.first + g.count - 2}" if g.count > 1 else "")
+            gres = ",".join(f"{n}:{c}" for n, c in g.gres.items())
+            lines.append(f"# {g.label}: {g.describe}")
+            lines.append(
+                f"NodeName={g.spec} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} CPUs={g.cpus} "
+                f"RealMemory={g.memory_mb}" + (f" Gres={gres}" if gres else "")
+                + (f" Feature={','.join(g.features)}" if g.features else "") + " State=UNKNOWN")
+        for part in layout.partitions:
+            nodes = ",".join(layout.group(label).spec for label in part.groups)
+            part_mem = min(layout.group(label).memory_mb // layout.group(label).cpus for label in part.groups)
+            line = (f"PartitionName={part.name} Nodes={nodes} Default={'YES' if part.default else 'NO'} "
+                    f"MaxTime={part.max_time} MinNodes={part.min_nodes} DefMemPerCPU={part_mem}"
+                    + (f" MaxNodes={part.max_nodes}" if part.max_nodes else "")
+                    + (f" QOS={part.qos}" if part.qos else "")
+                    + (f" AllowQos={','.join(part.allow_qos)}" if part.allow_qos else "")
+                    + " State=UP OverSubscribe=NO")
+            if part.implicit:
+                lines.append(f"# {part.name}: the site's default partition (the profile's queue "
+                             f"{part.site_queue!r} is implicit: scripts name no partition)")
+            lines.append(line)
+        hardware = "\n".join(lines)
     return f"""{CONF_MARK}
 ClusterName={CLUSTER}
 SlurmctldHost={host}(127.0.0.1)
@@ -416,7 +826,7 @@ SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=2,sched_min_interval=100000,batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU={mem // cpus}
+DefMemPerCPU={defmem}
 EnforcePartLimits=ALL
 MaxArraySize={MAX_ARRAY_SIZE}
 MaxJobCount={MAX_JOB_COUNT}
@@ -433,22 +843,59 @@ UnkillableStepTimeout=30
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort={DBD_PORT}
-AccountingStorageTRES=gres/gpu
+{tres}
 AccountingStoreFlags=job_comment
 JobCompType=jobcomp/none
 {_acct_gather_conf(mode)}
-# Fake GPUs (see gres.conf).
-GresTypes=gpu
-NodeName={NODE_SPEC} NodeHostname={host} NodeAddr=127.0.0.1 Port={SLURMD_BASE_PORT}-{SLURMD_BASE_PORT + len(NODES) - 1} CPUs={cpus} RealMemory={mem} Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN
-{chr(10).join(parts)}
+{hardware}
 """
 
 
-def _gres_conf() -> str:
+# gres whose plugin counts device files (a gres line without File leaves the node INVAL).
+_FILE_GRES = ("gpu", "mps", "nic")
+
+
+def _fake_device_files(count: int) -> list[str]:
+    return [str(FAKEDEV_DIR / f"gpu{i}") for i in range(count)]
+
+
+def _gres_conf(layout: TwinLayout | None = None) -> str:
     lines = [CONF_MARK, "AutoDetect=off"]
-    for f in FAKE_GPU_FILES[:GPUS_PER_NODE]:
-        lines.append(f"NodeName={NODE_SPEC} Name=gpu File={f}")
+    if layout is None or layout.twin is None:
+        for f in FAKE_GPU_FILES[:GPUS_PER_NODE]:
+            lines.append(f"NodeName={NODE_SPEC} Name=gpu File={f}")
+        return "\n".join(lines) + "\n"
+    for g in layout.groups:
+        for name, count in g.gres.items():
+            if name in _FILE_GRES:
+                files = f"{FAKEDEV_DIR}/gpu[0-{count - 1}]" if count > 1 else f"{FAKEDEV_DIR}/gpu0"
+                lines.append(f"NodeName={g.spec} Name={name} File={files}")
+            else:
+                lines.append(f"NodeName={g.spec} Name={name} Count={count}")
     return "\n".join(lines) + "\n"
+
+
+def _ensure_fake_devices(layout: TwinLayout) -> None:
+    """Distinct device files for the twin's gres (character devices like /dev/null where mknod is
+    allowed; slurmd also counts plain files, logging that they are no devices)."""
+    count = max((c for g in layout.groups for n, c in g.gres.items() if n in _FILE_GRES), default=0)
+    if not count:
+        return
+    FAKEDEV_DIR.mkdir(parents=True, exist_ok=True)
+    for path in map(Path, _fake_device_files(count)):
+        if path.exists():
+            continue
+        try:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except OSError:
+            path.touch()
+
+
+def _plugstack_conf(layout: TwinLayout) -> str | None:
+    if not layout.ipus_max:
+        return None
+    return (f"{CONF_MARK}\n# Graphcore's --ipus (twin stand-in; see orchestrator/sandbox.py SPANK_IPUS_SOURCE)\n"
+            f"required {SPANK_DIR / 'orch_twin_ipus.so'} max={layout.ipus_max}\n")
 
 
 def _dbd_conf() -> str:
@@ -483,6 +930,99 @@ def _write_if_changed(path: Path, text: str, mode: int = 0o644) -> bool:
     tmp.chmod(mode)
     os.replace(tmp, path)
     return True
+
+
+# --------------------------------------------------------------------------------------
+# Graphcore's --ipus on a stock Slurm: a SPANK plugin
+# --------------------------------------------------------------------------------------
+
+# ``sbatch --ipus=4`` on this Slurm (22.05, Debian) fails: "sbatch: unrecognized option
+# '--ipus=4'". The option comes from Graphcore's modified Slurm (its V-IPU select plugin and
+# client patches); a stock Slurm has no IPU resource. The twin adds the option to sbatch, srun
+# and salloc through this SPANK plugin, which checks only what the site checks of the value
+# (IPU counts are powers of two, at most the Pod's); it allocates nothing. Declarations follow
+# slurm/spank.h; options must be registered with spank_option_register in allocator context.
+SPANK_IPUS_SOURCE = r"""
+/* Written by orch.sandbox: --ipus for a twin of a Graphcore (V-IPU) Slurm. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*spank_opt_cb_f)(int val, const char *optarg, int remote);
+struct spank_option { char *name; char *arginfo; char *usage; int has_arg; int val; spank_opt_cb_f cb; };
+extern int spank_option_register(void *spank, struct spank_option *opt);
+
+const char plugin_name[] = "orch_twin_ipus";
+const char plugin_type[] = "spank";
+const unsigned int plugin_version = ORCH_SLURM_VERSION;
+const unsigned int spank_plugin_version = 1;
+
+static long max_ipus = 64;
+
+static int ipus_cb(int val, const char *optarg, int remote)
+{
+    char *end = NULL;
+    long n = optarg ? strtol(optarg, &end, 10) : -1;
+    if (!optarg || *optarg == '\0' || *end != '\0' || n < 1 || (n & (n - 1)) || n > max_ipus) {
+        fprintf(stderr, "error: --ipus=%s: IPU counts are powers of two from 1 to %ld\n",
+                optarg ? optarg : "", max_ipus);
+        return -1;
+    }
+    return 0;
+}
+
+static struct spank_option ipus_option = {
+    "ipus", "N", "IPUs for the job (orch twin stand-in for Graphcore's Slurm: checks the count only)",
+    1, 0, ipus_cb
+};
+
+int slurm_spank_init(void *sp, int ac, char **av)
+{
+    for (int i = 0; i < ac; i++)
+        if (strncmp(av[i], "max=", 4) == 0)
+            max_ipus = strtol(av[i] + 4, NULL, 10);
+    return spank_option_register(sp, &ipus_option) == 0 ? 0 : -1;
+}
+"""
+
+
+def _slurm_version_number() -> int:
+    cp = _run(["sbatch", "--version"], timeout=10, env=_clean_env())
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", cp.stdout)
+    if not match:
+        raise SandboxError(f"cannot read the Slurm version from `sbatch --version`: {cp.stdout}{cp.stderr}")
+    major, minor, micro = map(int, match.groups())
+    return (major << 16) | (minor << 8) | micro
+
+
+def _ensure_spank_ipus() -> Path | None:
+    """Build the --ipus SPANK plugin (once per Slurm version) and return its path; None when
+    there is no C compiler (the twin then refuses --ipus like any stock Slurm, and
+    ``orch sites check`` reports the option as not verifiable here)."""
+    version = _slurm_version_number()
+    source = SPANK_IPUS_SOURCE
+    digest = hashlib.sha256(f"{version}\n{source}".encode()).hexdigest()[:16]
+    so = SPANK_DIR / "orch_twin_ipus.so"
+    stamp = SPANK_DIR / "orch_twin_ipus.stamp"
+    try:
+        if so.exists() and stamp.read_text().strip() == digest:
+            return so
+    except OSError:
+        pass
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        return None
+    SPANK_DIR.mkdir(parents=True, exist_ok=True)
+    src = SPANK_DIR / "orch_twin_ipus.c"
+    src.write_text(source)
+    tmp = SPANK_DIR / "orch_twin_ipus.so.tmp"
+    cp = _run([compiler, "-shared", "-fPIC", "-O2", f"-DORCH_SLURM_VERSION={version}", "-o", str(tmp), str(src)],
+              timeout=120)
+    if cp.returncode != 0:
+        raise SandboxError(f"building the --ipus SPANK plugin failed:\n{cp.stdout}{cp.stderr}")
+    os.replace(tmp, so)
+    stamp.write_text(digest + "\n")
+    return so
 
 
 # --------------------------------------------------------------------------------------
@@ -661,8 +1201,8 @@ def _database_ready() -> bool:
 # --------------------------------------------------------------------------------------
 
 
-def _dirs() -> None:
-    for d in (STATE_DIR / "ctld", LOG_DIR, RUN_DIR, *(STATE_DIR / "d" / n for n in NODES)):
+def _dirs(nodes: list[str] | tuple[str, ...] = NODES) -> None:
+    for d in (STATE_DIR / "ctld", LOG_DIR, RUN_DIR, *(STATE_DIR / "d" / n for n in nodes)):
         d.mkdir(parents=True, exist_ok=True)
 
 
@@ -752,6 +1292,21 @@ def _stop_slurmd(node: str) -> None:
         _stop_pid(pid, timeout=30)
 
 
+def _running_slurmd_nodes() -> list[str]:
+    """Nodes whose slurmd runs, from the pid files (whatever layout started them)."""
+    found = []
+    for pidfile in sorted(RUN_DIR.glob("slurmd-*.pid")):
+        node = pidfile.name[len("slurmd-"):-len(".pid")]
+        if _pid_alive(pidfile, "slurmd"):
+            found.append(node)
+    return found
+
+
+def _stop_all_slurmd() -> None:
+    for node in _running_slurmd_nodes():
+        _stop_slurmd(node)
+
+
 def _sinfo_nodes() -> tuple[dict[str, str], dict[str, str], list[str], str | None, dict[str, str]]:
     """(node -> state, node -> gres, partitions, default partition, node -> reason) from one sinfo call."""
     cp = _run(["sinfo", "-N", "-h", "-o", "%N|%T|%G|%P|%E"], timeout=15, env=_clean_env())
@@ -779,7 +1334,8 @@ def _sinfo_nodes() -> tuple[dict[str, str], dict[str, str], list[str], str | Non
     return states, gres, parts, default, reasons
 
 
-def _wait_nodes(timeout: float = 60) -> None:
+def _wait_nodes(timeout: float = 60, nodes: list[str] | None = None) -> None:
+    nodes = nodes or active_layout().nodes
     deadline = time.monotonic() + timeout
     resumed: set[str] = set()
     restarted = False
@@ -787,7 +1343,7 @@ def _wait_nodes(timeout: float = 60) -> None:
     reasons: dict[str, str] = {}
     while time.monotonic() < deadline:
         states, _, _, _, reasons = _sinfo_nodes()
-        if set(states) == set(NODES) and all(_usable(s) for s in states.values()):
+        if set(states) == set(nodes) and all(_usable(s) for s in states.values()):
             return
         for node, state in states.items():
             base = state.rstrip("*~#!%$@^-+").lower()
@@ -804,10 +1360,116 @@ def _wait_nodes(timeout: float = 60) -> None:
                 _run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], timeout=15, env=_clean_env())
         time.sleep(0.5)
     detail = ", ".join(f"{n}={s}" + (f" ({reasons[n]})" if n in reasons else "") for n, s in sorted(states.items()))
-    logs = "\n".join(_tail(_slurmd_log(n), 8) for n in NODES)
+    logs = "\n".join(_tail(_slurmd_log(n), 8) for n in nodes[:4])
     raise SandboxError(
         f"nodes did not become idle within {timeout:.0f} s: {detail or 'sinfo shows none'}\n{_tail(CTLD_LOG, 15)}\n{logs}"
     )
+
+
+# --------------------------------------------------------------------------------------
+# Accounts and QoS of a twin (slurmdbd)
+# --------------------------------------------------------------------------------------
+
+
+def _sacctmgr(*args: str) -> subprocess.CompletedProcess:
+    cp = _run(["sacctmgr", "-i", *args], timeout=30, env=_clean_env())
+    text = cp.stdout + cp.stderr
+    if cp.returncode != 0 and "Nothing new added" not in text and "Nothing modified" not in text \
+            and "Nothing deleted" not in text:
+        raise SandboxError(f"sacctmgr {' '.join(args)} failed ({cp.returncode}): {text.strip()}\n{_tail(DBD_LOG, 10)}")
+    return cp
+
+
+def _accounting_state() -> dict[str, Any]:
+    """What slurmdbd holds for this cluster: accounts root is in and its QoS, and the QoS table."""
+    env = _clean_env()
+    assoc = _run(["sacctmgr", "-n", "-P", "show", "assoc", f"cluster={CLUSTER}", "user=root",
+                  "format=account,qos"], timeout=15, env=env)
+    qos = _run(["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxtres,maxjobspu,maxsubmitpu,flags"],
+               timeout=15, env=env)
+    accounts: dict[str, list[str]] = {}
+    for line in assoc.stdout.splitlines():
+        if "|" in line:
+            account, q = line.split("|", 1)
+            accounts[account] = sorted(x for x in q.split(",") if x)
+    table: dict[str, list[str]] = {}
+    for line in qos.stdout.splitlines():
+        bits = line.split("|")
+        if len(bits) >= 5:
+            table[bits[0]] = bits[1:5]
+    return {"accounts": accounts, "qos": table}
+
+
+def _wanted_root_qos(layout: TwinLayout) -> list[str]:
+    return sorted({"normal", *layout.qos})
+
+
+def _partition_qos_row(pq: PartitionQos) -> list[str]:
+    return [pq.max_tres_per_job or "", str(pq.max_jobs_per_user or ""), str(pq.max_submit_per_user or ""),
+            "DenyOnLimit"]
+
+
+def _accounting_current(layout: TwinLayout, state: dict[str, Any] | None = None) -> bool:
+    state = state or _accounting_state()
+    accounts = state["accounts"]
+    want = _wanted_root_qos(layout)
+    if set(accounts) != {"root", *layout.accounts}:
+        return False
+    if any(q != want for q in accounts.values()):
+        return False
+    table = state["qos"]
+    for pq in layout.partition_qos:
+        if table.get(pq.name) != _partition_qos_row(pq):
+            return False
+    return all(q in table for q in layout.qos) and not any(
+        name.startswith(PARTITION_QOS_PREFIX) and name not in {pq.name for pq in layout.partition_qos}
+        for name in table)
+
+
+def _apply_accounting(layout: TwinLayout) -> None:
+    """Make slurmdbd hold exactly the layout's accounts (root associated to each) and QoS.
+
+    QoS and accounts are created before slurmctld reads a slurm.conf naming them; what an
+    earlier twin left (its accounts, partition QoS) is removed, so that a twin never accepts
+    another site's account.
+    """
+    state = _accounting_state()
+    if _accounting_current(layout, state):
+        return
+    table = state["qos"]
+    new_qos = [q for q in [*layout.qos, *(pq.name for pq in layout.partition_qos)] if q not in table]
+    if new_qos:
+        _sacctmgr("add", "qos", ",".join(new_qos))
+    for pq in layout.partition_qos:
+        if table.get(pq.name) != _partition_qos_row(pq):
+            _sacctmgr("modify", "qos", "where", f"name={pq.name}", "set",
+                      f"MaxTRESPerJob={pq.max_tres_per_job or '-1'}",
+                      f"MaxJobsPerUser={pq.max_jobs_per_user or -1}",
+                      f"MaxSubmitJobsPerUser={pq.max_submit_per_user or -1}", "Flags=DenyOnLimit")
+    for account in layout.accounts:
+        if account not in state["accounts"]:
+            _sacctmgr("add", "account", account, f"cluster={CLUSTER}",
+                      f"Description=orch twin of {layout.twin}", f"Organization={layout.twin}")
+            _sacctmgr("add", "user", "root", f"account={account}", f"cluster={CLUSTER}")
+    for account in state["accounts"]:
+        if account != "root" and account not in layout.accounts:
+            _sacctmgr("delete", "user", "where", "name=root", f"account={account}", f"cluster={CLUSTER}")
+            _sacctmgr("delete", "account", "where", f"name={account}", f"cluster={CLUSTER}")
+    _sacctmgr("modify", "user", "where", "name=root", f"cluster={CLUSTER}", "set",
+              f"qos={','.join(_wanted_root_qos(layout))}", "defaultqos=normal")
+
+
+def _remove_stale_qos(layout: TwinLayout) -> None:
+    """Partition QoS of an earlier twin (after slurmctld stopped naming them)."""
+    keep = {pq.name for pq in layout.partition_qos}
+    stale = [n for n in _accounting_state()["qos"] if n.startswith(PARTITION_QOS_PREFIX) and n not in keep]
+    if stale:
+        _sacctmgr("delete", "qos", "where", f"name={','.join(stale)}")
+
+
+def _active_jobs() -> int:
+    cp = _run(["squeue", "-h", "-o", "%i"], timeout=15, env=_clean_env())
+    return len(cp.stdout.split()) if cp.returncode == 0 else 0
 
 
 # --------------------------------------------------------------------------------------
@@ -819,11 +1481,24 @@ def status() -> SandboxStatus:
     """What runs now; changes nothing."""
     st = SandboxStatus()
     env = _clean_env()
+    layout = active_layout()
+    st.expected_nodes = layout.nodes
+    st.twin = layout.twin
+    if layout.twin:
+        st.twin_targets = list(layout.targets)
+        st.accounts = list(layout.accounts)
+        st.qos = list(layout.qos)
+        st.enforce = ENFORCE
+        st.notes = list(layout.notes)
+        try:
+            st.ipus = bool(layout.ipus_max) and f"{SPANK_DIR / 'orch_twin_ipus.so'}" in PLUGSTACK_CONF.read_text()
+        except OSError:
+            st.ipus = False
     st.munge = bool(_pid_alive(MUNGE_PID, "munged")) and (shutil.which("munge") is not None) and _munge_ok()
     st.mariadb = _mariadb_ok() if os.geteuid() == 0 else _port_open(3306)
     st.slurmdbd = bool(_pid_alive(DBD_PID, "slurmdbd"))
     st.slurmctld = bool(_pid_alive(CTLD_PID, "slurmctld"))
-    st.slurmd = {n: bool(_pid_alive(_slurmd_pidfile(n), "slurmd")) for n in NODES}
+    st.slurmd = {n: bool(_pid_alive(_slurmd_pidfile(n), "slurmd")) for n in layout.nodes}
     try:
         conf = SLURM_CONF.read_text()
         if CONF_MARK in conf:
@@ -859,38 +1534,69 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _configs_current(mode: str) -> bool:
+def _config_files(mode: str, layout: TwinLayout) -> dict[Path, str | None]:
+    """Every file up() writes for this layout (None: the file must not exist)."""
+    return {
+        SLURM_CONF: _slurm_conf(mode, layout),
+        GRES_CONF: _gres_conf(layout),
+        CGROUP_CONF: _cgroup_conf(mode),
+        PLUGSTACK_CONF: _plugstack_conf(layout),
+    }
+
+
+def _configs_current(mode: str, layout: TwinLayout | None = None) -> bool:
+    layout = layout or plain_layout()
     try:
-        return (
-            SLURM_CONF.read_text() == _slurm_conf(mode)
-            and CGROUP_CONF.read_text() == _cgroup_conf(mode)
-            and GRES_CONF.read_text() == _gres_conf()
-            and DBD_CONF.read_text() == _dbd_conf()
-        )
+        for path, text in _config_files(mode, layout).items():
+            if text is None:
+                if path.exists():
+                    return False
+            elif path.read_text() != text:
+                return False
+        return DBD_CONF.read_text() == _dbd_conf() and active_layout().to_json() == layout.to_json()
     except OSError:
         return False
 
 
-def up(like: str | None = None) -> SandboxStatus:
-    """Bring the sandbox cluster up (idempotent); return its status or raise SandboxError."""
-    if like is not None:
-        raise NotImplementedError(
-            f"`sandbox up --like {like}` (a twin of a real site's partitions, accounts and limits) "
-            "is not implemented yet; run `orch sandbox up` without --like"
-        )
+def up(like: str | None = None, env: Mapping[str, str] | None = None, force: bool = False,
+       sites_dirs: list[Path] | None = None) -> SandboxStatus:
+    """Bring the sandbox cluster up (idempotent); return its status or raise SandboxError.
+
+    ``like``: configure it as a twin of that site (``site`` or ``site:system``: the twin holds
+    every Slurm system of the site); account and QoS names come from ``env`` (default the
+    process's environment). Without ``like`` the plain sandbox (partitions debug and batch, no
+    enforcement) is restored. Switching to a twin while jobs are queued or running is refused
+    unless ``force`` (their partitions may vanish); restoring the plain sandbox always proceeds.
+    """
     _require_root()
     mode = _memory_mode()
+    layout = plain_layout() if like is None else twin_layout(like, env, sites_dirs)
     # Fast path: nothing to do.
-    if _configs_current(mode):
+    if _configs_current(mode, layout):
         st = status()
-        if st.ok:
+        if st.ok and (not layout.enforce or _accounting_current(layout)):
             return st
 
+    switching = active_layout().to_json() != layout.to_json()
+    if like is not None and switching and not force and _pid_alive(CTLD_PID, "slurmctld") and _active_jobs():
+        raise SandboxError(
+            f"{_active_jobs()} job(s) are queued or running on the sandbox (squeue); switching it to a twin of "
+            f"{layout.twin} would change its partitions under them. Wait for them, cancel them (scancel), or "
+            "force the switch (orch sandbox up --like SITE --force)")
+
     _ensure_packages()
-    _dirs()
-    slurm_changed = _write_if_changed(SLURM_CONF, _slurm_conf(mode))
-    slurm_changed |= _write_if_changed(GRES_CONF, _gres_conf())
-    slurm_changed |= _write_if_changed(CGROUP_CONF, _cgroup_conf(mode))
+    _dirs(layout.nodes)
+    _ensure_fake_devices(layout)
+    if layout.ipus_max:
+        _ensure_spank_ipus()
+    slurm_changed = False
+    for path, text in _config_files(mode, layout).items():
+        if text is None:
+            if path.exists():
+                path.unlink()
+                slurm_changed = True
+        else:
+            slurm_changed |= _write_if_changed(path, text)
     dbd_changed = _write_if_changed(DBD_CONF, _dbd_conf(), mode=0o600)
 
     _ensure_munge()
@@ -905,17 +1611,19 @@ def up(like: str | None = None) -> SandboxStatus:
     _start_slurmdbd()
     _wait_dbd()
     registered_now = _ensure_cluster_registered()
+    _apply_accounting(layout)
 
-    if slurm_changed or registered_now:
+    if slurm_changed or registered_now or switching or set(_running_slurmd_nodes()) - set(layout.nodes):
         # New node/partition definitions need daemons restarted, not reconfigured.
-        for n in NODES:
-            _stop_slurmd(n)
+        _stop_all_slurmd()
         _stop_slurmctld()
+    _write_if_changed(LAYOUT_FILE, layout.to_json() + "\n")
     _start_slurmctld()
     _wait_ctld()
-    for n in NODES:
+    for n in layout.nodes:
         _start_slurmd(n)
-    _wait_nodes()
+    _wait_nodes(timeout=60 + 2 * len(layout.nodes), nodes=layout.nodes)
+    _remove_stale_qos(layout)
 
     deadline = time.monotonic() + 30
     while not _sacct_ok():
@@ -931,8 +1639,7 @@ def up(like: str | None = None) -> SandboxStatus:
 def down() -> None:
     """Stop the Slurm daemons and munged (MariaDB keeps running). Job state is kept on disk."""
     _require_root()
-    for n in NODES:
-        _stop_slurmd(n)
+    _stop_all_slurmd()
     _stop_slurmctld()
     pid = _pid_alive(DBD_PID, "slurmdbd")
     if pid:

@@ -74,11 +74,29 @@ class Experiment(BaseModel):
         return parse_walltime(self.walltime)
 
 
+class Variant(BaseModel):
+    """Overrides for a rehearsal or a scaled-down copy of the sweep (``--variant NAME``).
+
+    ``sites`` and ``walltime`` replace every experiment's; ``grid`` replaces the values of
+    keys an experiment's grid already has; ``zip`` replaces zip groups of the same name;
+    ``experiments`` holds per-experiment overrides (by name) of any experiment field,
+    their ``grid`` entries added or replaced one key at a time."""
+
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    sites: list[str] | None = None
+    walltime: str | int | None = None
+    grid: dict[str, Any] = Field(default_factory=dict)
+    zip: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
+    experiments: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
 class Sweep(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    variants: dict[str, Variant] = Field(default_factory=dict)
     experiments: list[Experiment] = Field(min_length=1)
 
 
@@ -189,11 +207,55 @@ def _check_experiment(doc: YamlDocument, index: int, exp: Experiment) -> None:
                 raise doc.error(base + ("exclude", i, axis), "exclude names an axis that is not in grid or zip")
 
 
-def parse_sweep(path: Path | str, text: str | None = None) -> LoadedSweep:
-    """Load and validate a sweep file; every problem is a SourceError (file:line: field: what)."""
+def _apply_variant(doc: YamlDocument, name: str) -> None:
+    """Rewrite ``doc.data`` with variant ``name`` applied (validated first)."""
+    data = doc.data
+    variants = data.get("variants") or {}
+    if not isinstance(variants, dict) or name not in variants:
+        known = ", ".join(variants) if isinstance(variants, dict) and variants else "none"
+        raise doc.error(("variants",), f"no variant {name!r} (variants: {known})")
+    try:
+        variant = Variant.model_validate(variants[name])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise doc.error(("variants", name) + tuple(first["loc"]), _pydantic_message(first)) from None
+    experiments = data.get("experiments")
+    if not isinstance(experiments, list):
+        return  # the normal validation reports it
+    names = {e.get("name") for e in experiments if isinstance(e, dict)}
+    for unknown in set(variant.experiments) - names:
+        raise doc.error(("variants", name, "experiments", unknown), "no experiment of that name")
+    for exp in experiments:
+        if not isinstance(exp, dict):
+            continue
+        if variant.sites is not None:
+            exp["sites"] = list(variant.sites)
+        if variant.walltime is not None:
+            exp["walltime"] = variant.walltime
+        grid = exp.setdefault("grid", {})
+        if isinstance(grid, dict):
+            grid.update({k: v for k, v in variant.grid.items() if k in grid})
+        groups = exp.get("zip")
+        if isinstance(groups, dict):
+            groups.update({k: v for k, v in variant.zip.items() if k in groups})
+        for key, value in variant.experiments.get(exp.get("name"), {}).items():
+            if key == "grid" and isinstance(value, dict) and isinstance(exp.get("grid"), dict):
+                exp["grid"].update(value)
+            else:
+                exp[key] = value
+    data["name"] = f"{data.get('name')}-{name}"
+
+
+def parse_sweep(path: Path | str, text: str | None = None, variant: str | None = None) -> LoadedSweep:
+    """Load and validate a sweep file; every problem is a SourceError (file:line: field: what).
+
+    With ``variant`` the named overrides are applied first and the sweep is named
+    ``<name>-<variant>``, so its results never mix with the full-size ones."""
     doc = load_yaml(path, text)
     if not isinstance(doc.data, dict):
         raise doc.error((), "expected a mapping with 'name' and 'experiments' at the top level")
+    if variant is not None:
+        _apply_variant(doc, variant)
     try:
         sweep = Sweep.model_validate(doc.data)
     except ValidationError as exc:

@@ -6,13 +6,15 @@ sequence length (the position table grows past 1024 when asked), synthetic,
 shipped-text or streamed-file data, by steps or by epochs. Reports tokens/s,
 samples/s, step and epoch time, peak memory and model TFLOP/s from
 6N + 12*L*h*s per token (see ``workloads/lm.py``), and MFU with --peak-tflops.
+``--sparsity S`` prunes the blocks' linear weights by magnitude and keeps them pruned
+(``workloads/sparsity.py``; dense kernels, so no speed-up is expected on GPUs).
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from workloads import lm
+from workloads import lm, sparsity
 from workloads.data.sources import open_source
 from workloads.harness import Refused, Session, run_workload
 from workloads.models.configs import SIZES, GPTConfig
@@ -34,7 +36,10 @@ def body(session: Session) -> None:
     cfg = model_config(session)
     source = open_source(session.args.data, cfg.vocab_size, session.device.torch_device,
                          session.args.seed, session.rank)
-    lm.run(session, cfg, source)
+    prune = None
+    if session.args.sparsity > 0:
+        prune = lambda trainer: sparsity.attach(trainer, session.args.sparsity, session.args.strategy)  # noqa: E731
+    lm.run(session, cfg, source, prepare=prune)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

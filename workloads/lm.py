@@ -20,7 +20,7 @@ mfu = tflops / (ranks x --peak-tflops).
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -31,7 +31,12 @@ from workloads.harness.timing import percentile
 from workloads.models.configs import GPTConfig, num_params
 
 
-def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows) -> None:
+# Called once the trainer exists (e.g. to prune its weights); what it returns is called after
+# the timed steps and gives extra metrics.
+Prepare = Callable[[strategies.Trainer], Callable[[], dict[str, Any]]]
+
+
+def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: Prepare | None = None) -> None:
     args = session.args
     b, s, accum = args.batch_size, args.seq_len, max(1, args.grad_accum)
     if b < 1 or s < 1:
@@ -44,6 +49,7 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows) -> None:
 
     trainer = strategies.build(session, args.strategy, cfg, lr=args.lr, batch=b, accum=accum,
                                compile_=getattr(args, "compile", False))
+    extra_metrics = prepare(trainer) if prepare is not None else None
     n = num_params(cfg)
     session.log(f"{args.strategy}: {n / 1e6:.1f}M parameters (without position embedding), "
                 f"{session.world_size} rank(s), batch {b} x seq {s} x accumulation {accum}")
@@ -105,6 +111,8 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows) -> None:
         "global_batch": b * accum * session.world_size,
         "loss": final_loss,
     }
+    if extra_metrics is not None:
+        results.update(extra_metrics())
     timing_extra: dict[str, Any] = {}
     if epoch_times:
         chosen = 1 if len(epoch_times) >= 2 else 0

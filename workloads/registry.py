@@ -288,6 +288,8 @@ register(
             Param("data", str, "synthetic",
                   "synthetic | text (shipped 0.6 MiB corpus, bytes) | file:/path (streamed; *.bin = uint16 ids)"),
             Param("vocab_size", int, 0, "vocabulary (0: GPT-2's 50257)"),
+            Param("sparsity", float, 0.0, "fraction of each transformer linear weight pruned by magnitude and "
+                  "kept zero after every step (0: dense; ddp only; workloads/sparsity.py)"),
         ),
         axes=frozenset({"batch_size", "seq_len", "strategy"}),
         axis_defaults={"batch_size": 8, "seq_len": 1024, "strategy": "ddp"},
@@ -296,6 +298,8 @@ register(
         precisions=TRAINING_PRECISIONS,
         memory_bytes=lambda p: _memory.gpt_training(p, default_model="gpt2"),
         epilog=_LM_EPILOG + (
+            "--sparsity S: magnitude pruning of the blocks' linear weights, masks re-applied after each step;\n"
+            "dense kernels run them (no speed-up expected on GPUs); model FLOPs stay the dense count.\n"
             "sizes: " + ", ".join(_GPT_SIZES) + "\n"
             "example: torchrun --nproc-per-node 4 -m workloads.gpt2 --model gpt2-medium --batch-size 16 "
             "--strategy fsdp-full --precision bf16"
@@ -339,6 +343,157 @@ register(
             "algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-tests), time the mean over --iters.\n"
             "Headline bandwidth_gbs is busbw at the largest size. gloo on cpu, nccl on cuda, xccl/ccl on xpu.\n"
             "example: torchrun --nproc-per-node 8 -m workloads.allreduce --sizes 16777216"
+        ),
+    )
+)
+
+
+# --- Study C models (AI testbed): workloads/modelbench.py runs them ------------------------
+from workloads.models import sizes as _sizes  # noqa: E402  (pure Python, like this module)
+
+_MODE = Param("mode", str, "train", "train (forward, loss, backward, optimiser step; DDP over ranks) or "
+              "inference (eval, inference_mode, weights in the precision's dtype; latency per batch)",
+              ("train", "inference"))
+_CHANNELS_LAST = Param("channels_last", bool, True, "images and convolution weights in NHWC (channels-last) layout")
+_IMAGE_SIZE = Param("image_size", int, 0, "side of the square input image (0: the size's own)")
+_MODEL_EPILOG = (
+    "Synthetic data made once on the device; warm-up steps excluded; step times are the slowest rank's.\n"
+    "samples_per_s over all ranks; tflops = forward FLOPs per sample x (3 training, 1 inference) x samples/s;\n"
+    "inference adds latency_p50_s / latency_p90_s (one batch). FLOP formulas: workloads/flops.py.\n"
+)
+
+
+def _size(table: dict[str, Any], default: str) -> Param:
+    return Param("size", str, default, "model size (workloads/models/sizes.py): " + ", ".join(table), tuple(table))
+
+
+def _bert_memory(p: dict[str, Any]) -> int:
+    """Training: 16 bytes per parameter (fp32 weights, gradients, AdamW) + activations + MLM logits."""
+    cfg = _sizes.BERT_SIZES[str(p.get("size") or "large")]
+    batch, seq = int(p.get("batch_size") or 32), int(p.get("seq_len") or 128)
+    precision = str(p.get("precision") or "fp32")
+    predictions = min(int(p.get("max_predictions") or 20), seq)
+    logits = batch * predictions * cfg.vocab_size * (BYTES_PER_ELEMENT.get(precision, 4) + 8)
+    return int(16 * _sizes.bert_params(cfg)
+               + _memory.activation_bytes(cfg.n_layer, batch, seq, cfg.n_embd, 0, precision) + logits)
+
+
+def _distilbert_memory(p: dict[str, Any]) -> int:
+    """Inference: the weights in the precision's dtype + two layers' activations (nothing is kept)."""
+    cfg = _sizes.DISTILBERT_SIZES[str(p.get("size") or "full")]
+    batch, seq = int(p.get("batch_size") or 1), int(p.get("seq_len") or 128)
+    width = BYTES_PER_ELEMENT.get(str(p.get("precision") or "fp32"), 4)
+    return int(_sizes.bert_params(cfg, pretraining_heads=False) * width + 2 * batch * seq * cfg.n_embd * 8 * width)
+
+
+register(
+    Workload(
+        name="unet",
+        module="workloads.unet",
+        summary="U-Net segmentation (256x256, base 64, depth 4), training or inference; samples/s, TFLOP/s.",
+        params=COMMON_PARAMS + (_size(_sizes.UNET_SIZES, "full"), _MODE, _IMAGE_SIZE, _CHANNELS_LAST),
+        axes=frozenset({"batch_size"}),
+        axis_defaults={"batch_size": 8},
+        distributed=True,
+        precisions=TRAINING_PRECISIONS,
+        epilog=_MODEL_EPILOG + (
+            "FLOPs: every 3x3/1x1 convolution and 2x2 transposed convolution, 2 per multiply-add\n"
+            "(96.3 GFLOP per 256x256 image forward at size full).\n"
+            "example: python -m workloads.unet --batch-size 16 --precision bf16"
+        ),
+    )
+)
+
+register(
+    Workload(
+        name="resnet50",
+        module="workloads.resnet50",
+        summary="ResNet-50 image classification (224x224), training or inference; samples/s, latency, TFLOP/s.",
+        params=COMMON_PARAMS + (_size(_sizes.RESNET_SIZES, "full"), _MODE, _IMAGE_SIZE, _CHANNELS_LAST),
+        axes=frozenset({"batch_size"}),
+        axis_defaults={"batch_size": 64},
+        distributed=True,
+        precisions=TRAINING_PRECISIONS,
+        epilog=_MODEL_EPILOG + (
+            "FLOPs: 8.18 GFLOP per 224x224 image forward (4.09 G multiply-adds), training 3x.\n"
+            "example: python -m workloads.resnet50 --mode inference --batch-size 1 --precision fp16"
+        ),
+    )
+)
+
+register(
+    Workload(
+        name="bert",
+        module="workloads.bert",
+        summary="BERT pre-training (masked LM + next sentence), BERT-Large by default; sequences/s, tokens/s.",
+        params=COMMON_PARAMS + (
+            _size(_sizes.BERT_SIZES, "large"),
+            Param("grad_accum", int, 1, "micro-batches per optimiser step (global batch = batch x this x ranks)"),
+            Param("max_predictions", int, 20, "masked positions per sequence (BERT's recipe: 20 at sequence 128)"),
+        ),
+        axes=frozenset({"batch_size", "seq_len"}),
+        axis_defaults={"batch_size": 32, "seq_len": 128},
+        distributed=True,
+        precisions=TRAINING_PRECISIONS,
+        memory_bytes=_bert_memory,
+        epilog=_MODEL_EPILOG + (
+            "FLOPs per sequence forward: L*s*(2*(12h^2+13h) + 4*h*s) + P*2*(h^2 + h*V) + 2*(h^2 + 2h),\n"
+            "P masked positions (MLM head on those only); training 3x. The study's global batch 256:\n"
+            "  torchrun --nproc-per-node 8 -m workloads.bert --batch-size 32 --grad-accum 1 --precision fp16"
+        ),
+    )
+)
+
+register(
+    Workload(
+        name="distilbert",
+        module="workloads.distilbert",
+        summary="DistilBERT sequence-classification inference latency (batch 1, sequence 128 by default).",
+        params=COMMON_PARAMS + (_size(_sizes.DISTILBERT_SIZES, "full"),),
+        axes=frozenset({"batch_size", "seq_len"}),
+        axis_defaults={"batch_size": 1, "seq_len": 128},
+        distributed=True,
+        precisions=TRAINING_PRECISIONS,
+        memory_bytes=_distilbert_memory,
+        epilog=_MODEL_EPILOG + (
+            "FLOPs per sequence: L*s*(2*(12h^2+13h) + 4*h*s) + 2*(h^2 + h*labels).\n"
+            "example: python -m workloads.distilbert --batch-size 1 --seq-len 128 --precision fp16 --iters 200"
+        ),
+    )
+)
+
+register(
+    Workload(
+        name="braggnn",
+        module="workloads.braggnn",
+        summary="BraggNN: Bragg-peak centres from 11x11 patches (X-ray diffraction), training or inference.",
+        params=COMMON_PARAMS + (_size(_sizes.BRAGGNN_SIZES, "full"), _MODE),
+        axes=frozenset({"batch_size"}),
+        axis_defaults={"batch_size": 512},
+        distributed=True,
+        precisions=TRAINING_PRECISIONS,
+        epilog=_MODEL_EPILOG + (
+            "FLOPs: 4.21 MFLOP per patch forward (convolutions, the non-local block's products, dense).\n"
+            "The study's batches: 512, 1024, 2048."
+        ),
+    )
+)
+
+register(
+    Workload(
+        name="candle_uno",
+        module="workloads.candle_uno",
+        summary="CANDLE Uno drug-response MLP (cell + drug feature sub-networks), training or inference.",
+        params=COMMON_PARAMS + (
+            _size(_sizes.UNO_SIZES, "full"), _MODE,
+            Param("drugs", int, 1, "drugs per sample: 1 (single-drug response) or 2 (drug pairs)", (1, 2)),
+        ),
+        axes=frozenset({"batch_size"}),
+        axis_defaults={"batch_size": 32},
+        distributed=True,
+        precisions=TRAINING_PRECISIONS,
+        epilog=_MODEL_EPILOG + (
+            "FLOPs: 2 per multiply-add of every linear layer (38.5 MFLOP per sample forward at size full)."
         ),
     )
 )

@@ -27,6 +27,21 @@ args = sys.argv[1:]
 def arg(flag, default=None):
     return args[args.index(flag) + 1] if flag in args else default
 time.sleep(float(os.environ.get("TRIVIAL_SLEEP", "0")))
+mode = arg("--tag", "")
+if mode == "exit3":
+    sys.exit(3)
+if mode == "nometrics":
+    sys.exit(0)
+if mode in ("sleep", "cancel"):
+    time.sleep(600)
+if mode == "oom":
+    hog = bytearray(1500 * 1024 * 1024)  # over the job's --mem
+    for i in range(0, len(hog), 4096):
+        hog[i] = 1
+    time.sleep(30)
+if mode == "flaky" and not os.path.exists("first-try"):
+    open("first-try", "w").close()
+    sys.exit(3)
 with open("executions.log", "a") as log:  # one line per time this run's program ran
     log.write(os.environ.get("SLURM_JOB_ID", "?") + "\\n")
 json.dump({{"schema": "orch.metrics/1", "workload": "gemm", "precision": arg("--precision", "fp32"),
@@ -45,6 +60,7 @@ device: {{type: cpu, model: sandbox-cpu, per_node: 2, precisions: [fp32]}}
 queues: [{{name: debug, max_nodes: 4, max_walltime: "01:00:00"}}]
 launcher: {{name: srun}}
 env: {{TRIVIAL_SLEEP: "{sleep}"}}
+directives: ["--mem=400M"]
 executor: {{max_array_size: 1000}}
 """
 
@@ -175,3 +191,43 @@ experiments:
     assert [(r["devices"], r["nodes"]) for r in rows] == [(1, 1), (4, 2)]
     assert all(r["tflops"] > 0 for r in rows)
     assert "n" in rows[1]["node_list"] and "," in rows[1]["node_list"] or "[" in rows[1]["node_list"]
+
+
+FAILURES = """\
+name: failures
+retry: {max_attempts: 1}
+experiments:
+  - name: once
+    workload: gemm
+    sites: [trivial]
+    walltime: "00:01:00"
+    grid: {tag: [exit3, nometrics, sleep, oom, cancel, ok]}
+  - name: retried
+    workload: gemm
+    sites: [trivial]
+    walltime: "00:01:00"
+    retry: {max_attempts: 3, failures: [failed]}
+    grid: {tag: flaky}
+"""
+
+
+def test_each_failure_class_lands_in_the_db_and_retries_follow_policy(trivial) -> None:
+    sweep = write(trivial.workdir / "failures.yaml", FAILURES)
+    trivial("plan", str(sweep), check=True)
+    trivial("submit", check=True)
+    cancel_id = sql(trivial, "SELECT id FROM runs WHERE params LIKE '%cancel%'")[0]["id"]
+    time.sleep(5)
+    trivial("cancel", cancel_id, check=True)
+    status = json.loads(trivial("status", "--watch", "--interval", "2", "--json", check=True).stdout)
+    assert status["counts"] == {"failed": 4, "cancelled": 1, "finished": 2}
+    rows = sql(trivial, "SELECT json_extract(params, '$.tag') AS tag, attempt, status, failure_class, exit_code "
+                        "FROM results ORDER BY tag, attempt")
+    got = {(r["tag"], r["attempt"]): (r["status"], r["failure_class"], r["exit_code"]) for r in rows}
+    assert got[("exit3", 1)] == ("failed", "failed", 3)
+    assert got[("nometrics", 1)][:2] == ("failed", "missing_metrics")
+    assert got[("sleep", 1)][:2] == ("failed", "timeout")
+    assert got[("oom", 1)][:2] == ("failed", "out_of_memory")
+    assert got[("cancel", 1)][:2] == ("failed", "cancelled")
+    assert got[("ok", 1)] == ("completed", None, 0)
+    assert got[("flaky", 1)] == ("failed", "failed", 3) and got[("flaky", 2)][:2] == ("completed", None)
+    assert ("flaky", 3) not in got and ("exit3", 2) not in got

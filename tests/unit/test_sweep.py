@@ -97,3 +97,44 @@ def test_duplicate_key_is_an_error() -> None:
 def test_walltime_format_checked() -> None:
     err = error_of(GOOD.replace("    sites: [local]", "    sites: [local]\n    walltime: soon"))
     assert err.field == "experiments[0].walltime" and "01:30:00" in str(err)
+
+
+VARIANT_SWEEP = """\
+name: full
+variants:
+  tiny:
+    sites: [local]
+    walltime: "00:05:00"
+    grid: {m: 8, precision: fp32}
+    experiments:
+      b: {grid: {k: 4}}
+experiments:
+  - name: a
+    workload: gemm
+    sites: [polaris]
+    walltime: "06:00:00"
+    grid: {devices: [4, 8], m: [8192, 16384]}
+  - name: b
+    workload: gemm
+    sites: [jade2]
+    grid: {m: 4096, precision: [fp16, fp32]}
+"""
+
+
+def test_variant_overrides_sites_walltime_and_existing_grid_keys() -> None:
+    loaded = parse_sweep("s.yaml", VARIANT_SWEEP, variant="tiny")
+    a, b = loaded.sweep.experiments
+    assert loaded.sweep.name == "full-tiny"
+    assert a.sites == ["local"] and a.walltime == "00:05:00"
+    assert a.grid == {"devices": [4, 8], "m": 8}  # precision was not in a's grid: not added
+    assert b.grid == {"m": 8, "precision": "fp32", "k": 4}
+
+
+def test_unknown_variant_lists_the_known_ones() -> None:
+    with pytest.raises(SourceError, match=r"no variant 'huge' \(variants: tiny\)"):
+        parse_sweep("s.yaml", VARIANT_SWEEP, variant="huge")
+
+
+def test_without_variant_the_full_sweep_is_unchanged() -> None:
+    loaded = parse_sweep("s.yaml", VARIANT_SWEEP)
+    assert loaded.sweep.name == "full" and loaded.sweep.experiments[0].sites == ["polaris"]

@@ -1,0 +1,344 @@
+"""``orch sites check``: a site's representative scripts, judged by its twin's Slurm.
+
+For each Slurm system of a site, the runs a user would most often submit (one device, one
+full node, two nodes, the largest automatically chosen queue at its limits) go through the
+normal plan path (``RunSpec`` -> :func:`orchestrator.resolve.resolve` ->
+:func:`orchestrator.render.render_script`) and each rendered script is handed to
+``sbatch --test-only`` on the sandbox configured as the site's twin
+(:func:`orchestrator.sandbox.twin_layout`). What the twin refuses (an unknown partition,
+account or QoS, a walltime or node count over a partition's limit, gres or CPUs a node does
+not have) the site would refuse too.
+
+The twin must be up: :func:`check_site` brings it up itself (``orch sandbox up --like SITE``
+is idempotent; a switch restarts the Slurm daemons, some seconds) unless ``bring_up`` is
+False, when it only says what to run. PBS systems (Polaris, the AI Testbed's Groq) and
+appliances (Cerebras, Gaudi) have no twin here; they are listed as such, never passed.
+
+Graphcore's ``--ipus``: a stock Slurm answers ``sbatch: unrecognized option '--ipus=4'``; the
+twin loads a SPANK stand-in that adds the option and checks the count (a power of two, at
+most the Pod's). Where that stand-in cannot be built (no C compiler) the option is reported
+as not verifiable here and the rest of the script is checked without it.
+
+:func:`rehearsal_profile` writes a copy of a site profile whose scripts keep every directive
+of the site but run the workload on this machine's CPU (device ``cpu``, this Python, no
+module setup lines, a launcher this machine has), so that a sweep written for the site runs
+on its twin unchanged: ``orch --sites-dir DIR run sweep.yaml``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from orchestrator import sandbox
+from orchestrator.errors import UserError
+from orchestrator.expand import RunSpec
+from orchestrator.render import RunFiles, environment, render_script
+from orchestrator.resolve import resolve
+from orchestrator.sites import SiteProfile, find_site_file
+
+SHAPES = ("1-device", "1-node", "2-nodes", "largest-queue")
+SHAPE_WALLTIME_S = 1800
+CHECK_SWEEP = "sitecheck"
+
+
+class NoTwinError(UserError):
+    """The site (or the system named) has no Slurm system, hence no twin here."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    devices: int
+    queue: str | None  # asked for by name (the largest queue), else the site chooses
+    walltime_s: int
+
+
+def shapes(site: SiteProfile) -> list[Shape]:
+    """The representative runs of a site (the golden-file cases of tests/sites)."""
+    per_node = site.device.per_node
+    auto = [q for q in site.queues if q.auto] or site.queues
+    largest = max(auto, key=lambda q: (q.max_nodes, q.max_devices or math.inf, q.max_walltime_s))
+    devices = largest.max_nodes * per_node
+    if largest.max_devices is not None:
+        devices = min(devices, largest.max_devices)
+    return [
+        Shape("1-device", 1, None, SHAPE_WALLTIME_S),
+        Shape("1-node", per_node, None, SHAPE_WALLTIME_S),
+        Shape("2-nodes", 2 * per_node, None, SHAPE_WALLTIME_S),
+        Shape("largest-queue", devices, largest.name, largest.max_walltime_s),
+    ]
+
+
+def _precision(site: SiteProfile) -> str:
+    return "fp32" if "fp32" in site.device.precisions else site.device.precisions[0]
+
+
+def spec_for(target: str, site: SiteProfile, shape: Shape, sweep: str = CHECK_SWEEP) -> RunSpec:
+    name, _, system = target.partition(":")
+    return RunSpec(sweep=sweep, experiment=shape.name, workload="gemm", site=name, system=system or None,
+                   devices=shape.devices, precision=_precision(site), strategy=None, batch_size=None,
+                   seq_len=None, repeat=0, params=(("k", 1024), ("m", 1024), ("n", 1024)),
+                   walltime_s=shape.walltime_s, queue=shape.queue)
+
+
+def check_env(site: SiteProfile, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the twin's stand-in account / QoS where the site requires one and none is set
+    (the same stand-ins :func:`orchestrator.sandbox.twin_layout` creates)."""
+    out = dict(env)
+    acct = site.account
+    if acct.required and acct.account(out) is None:
+        out[acct.env] = sandbox.STAND_IN_ACCOUNT
+    if acct.qos_required and acct.qos(out) is None and acct.qos_env:
+        out[acct.qos_env] = sandbox.STAND_IN_QOS
+    return out
+
+
+@dataclass
+class CheckRow:
+    target: str
+    shape: str
+    result: str  # accepted, rejected, skipped, no twin
+    detail: str = ""
+    devices: int | None = None
+    nodes: int | None = None
+    queue: str | None = None
+    script: str | None = None  # the rendered script checked (a file under the report's workdir)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CheckReport:
+    site: str
+    twin: str | None
+    rows: list[CheckRow]
+    twin_notes: list[str] = field(default_factory=list)
+    workdir: str | None = None
+
+    @property
+    def rejected(self) -> list[CheckRow]:
+        return [r for r in self.rows if r.result == "rejected"]
+
+    @property
+    def checked(self) -> list[CheckRow]:
+        return [r for r in self.rows if r.result in ("accepted", "rejected")]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checked) and not self.rejected
+
+    @property
+    def exit_code(self) -> int:
+        if self.rejected:
+            return 1
+        return 0 if self.checked else 2
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"site": self.site, "twin": self.twin, "ok": self.ok, "exit_code": self.exit_code,
+                "twin_notes": list(self.twin_notes), "workdir": self.workdir,
+                "checks": [asdict(r) for r in self.rows]}
+
+
+def sbatch_test_only(script: Path, cwd: Path | None = None) -> tuple[bool, str]:
+    """(accepted, Slurm's words) for ``sbatch --test-only script``: the controller checks the
+    job against partitions, limits, associations and QoS without queueing it."""
+    env = sandbox._clean_env()
+    try:
+        cp = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=60,
+                            env=env, cwd=str(cwd or script.parent))
+    except FileNotFoundError:
+        raise UserError("sbatch not found: the sandbox Slurm is not installed (orch sandbox up)") from None
+    except subprocess.TimeoutExpired:
+        return False, "sbatch --test-only timed out after 60 s"
+    lines = [ln.strip() for ln in (cp.stdout + "\n" + cp.stderr).splitlines() if ln.strip()]
+    text = "; ".join(re.sub(r"^sbatch: (error: )?", "", ln) for ln in lines)
+    accepted = cp.returncode == 0 and "to start at" in text
+    return accepted, text or f"sbatch exited {cp.returncode}"
+
+
+def _strip_directive(text: str, option: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith(f"#SBATCH {option}"))
+
+
+def ensure_twin(site: str, env: Mapping[str, str], sites_dirs: list[Path] | None = None,
+                bring_up: bool = True) -> sandbox.SandboxStatus:
+    """The sandbox as a twin of ``site``: brought up (idempotent) or, with ``bring_up`` False,
+    checked to be that twin already."""
+    if bring_up:
+        return sandbox.up(like=site, env=env, sites_dirs=sites_dirs)
+    wanted = sandbox.twin_layout(site, env, sites_dirs)
+    active = sandbox.active_layout()
+    st = sandbox.status()
+    if active.to_json() != wanted.to_json() or not st.ok:
+        now = f"a twin of {active.twin}" if active.twin else "the plain sandbox"
+        if active.twin == wanted.twin:
+            now += " with other accounts/QoS or limits"
+        raise UserError(f"the sandbox is {now}{'' if st.ok else ' (not running)'}, not a twin of {wanted.twin}: "
+                        f"run `orch sandbox up --like {site}` first (as root), or drop --no-up")
+    return st
+
+
+def check_site(site_arg: str, env: Mapping[str, str], sites_dirs: list[Path] | None = None,
+               bring_up: bool = True, workdir: Path | None = None) -> CheckReport:
+    """Render the representative scripts of ``site_arg`` (``site`` for all its systems, or
+    ``site:system``) and have the twin judge each with ``sbatch --test-only``."""
+    name, targets = sandbox.site_targets(site_arg, sites_dirs)
+    _, _, system = site_arg.partition(":")
+    if system:
+        targets = [(t, p) for t, p in targets if t == site_arg]
+        if not targets:  # a system identical to the site itself is listed under the site's name
+            from orchestrator.sites import load_site
+
+            targets = [(site_arg, load_site(site_arg, sites_dirs))]
+    rows: list[CheckRow] = []
+    slurm = [(t, p) for t, p in targets if p.scheduler == "slurm"]
+    for target, prof in targets:
+        if prof.scheduler != "slurm":
+            why = ("PBS Pro: no twin here (no PBS server can run on this machine; orch's PBS executor is "
+                   "tested against a PBS emulator only)" if prof.scheduler == "pbs" else
+                   f"{prof.scheduler}: no twin here (no batch scheduler: the runner is started directly)")
+            rows.append(CheckRow(target, "-", "no twin", why))
+    if not slurm:
+        report = CheckReport(name, None, rows)
+        if system or not rows:
+            raise NoTwinError(f"{site_arg}: " + (rows[0].detail if rows else "no Slurm system"))
+        return report
+
+    st = ensure_twin(name, env, sites_dirs, bring_up)
+    layout = sandbox.active_layout()
+    root = workdir or Path(tempfile.mkdtemp(prefix="orch-sitecheck-"))
+    jinja = environment()
+    for target, prof in slurm:
+        run_env = check_env(prof, env)
+        python = prof.python or sys.executable
+        for shape in shapes(prof):
+            spec = spec_for(target, prof, shape)
+            resolved = resolve(spec, prof, run_env, python, queue=shape.queue)
+            if resolved.skipped:
+                rows.append(CheckRow(target, shape.name, "skipped", f"the profile cannot: {resolved.skip_reason}",
+                                     devices=shape.devices))
+                continue
+            placement = resolved.placement
+            assert placement is not None
+            row = CheckRow(target, shape.name, "", devices=shape.devices, nodes=placement.nodes,
+                           queue=placement.queue_label or "(default)")
+            part = layout.partition(placement.queue) if placement.queue else layout.default_partition()
+            capacity = layout.partition_nodes(part.name) if part else 0
+            if part is not None and placement.nodes > capacity:
+                row.result, row.detail = "skipped", (
+                    f"{placement.nodes} nodes: the twin holds {capacity} virtual node(s) in partition {part.name}")
+                rows.append(row)
+                continue
+            files = RunFiles(root / target.replace(":", "+") / shape.name)
+            files.run_dir.mkdir(parents=True, exist_ok=True)
+            text = render_script(resolved, files, jinja)
+            if "\n#SBATCH --ipus" in text:
+                if st.ipus:
+                    row.notes.append("--ipus checked by the twin's SPANK stand-in for Graphcore's Slurm "
+                                     "(the count only: power of two, at most the Pod's; no IPUs are allocated)")
+                else:
+                    text = _strip_directive(text, "--ipus")
+                    row.notes.append("--ipus not verifiable here: a stock Slurm has no such option (Graphcore's "
+                                     "modified Slurm adds it) and the stand-in could not be built; checked without it")
+            files.script.write_text(text)
+            row.script = str(files.script)
+            accepted, message = sbatch_test_only(files.script, files.run_dir)
+            row.result, row.detail = ("accepted" if accepted else "rejected"), message
+            rows.append(row)
+    return CheckReport(name, layout.twin, rows, twin_notes=list(layout.notes), workdir=str(root))
+
+
+# --------------------------------------------------------------------------------------
+# Rehearsal profiles: the site's directives, this machine's CPU
+# --------------------------------------------------------------------------------------
+
+# Launchers that start vendor software (or a compile step the workloads do not have).
+VENDOR_LAUNCHERS = ("sambaflow", "gaudi_spawn", "cerebras")
+# Launchers that are programs to be found on PATH.
+PROGRAM_LAUNCHERS = ("mpirun", "mpiexec", "deepspeed")
+
+
+def _runs_here(launcher: Mapping[str, Any]) -> bool:
+    name = launcher.get("name", "python")
+    if name in VENDOR_LAUNCHERS:
+        return False
+    if name in PROGRAM_LAUNCHERS:
+        return shutil.which(name) is not None
+    return True
+
+
+def _rehearse(section: dict[str, Any], label: str, python: str, changes: list[str], top: bool) -> None:
+    device = section.get("device")
+    if isinstance(device, dict):
+        old = device.get("type")
+        device["type"] = "cpu"
+        device["model"] = f"{device.get('model', old)} [twin rehearsal on CPU]"
+        device.pop("peak_tflops", None)  # an MFU against the site's peak would mean nothing
+        changes.append(f"{label}: device {old} -> cpu (scheduler requests unchanged: per_node, per_card kept)")
+    if top or "python" in section:
+        if section.get("python") != python:
+            before = section.get("python") or "(the one running orch)"
+            changes.append(f"{label}: python {before} -> {python}")
+        section["python"] = python
+    if section.get("setup"):
+        changes.append(f"{label}: setup lines dropped ({len(section['setup'])}: no modules here)")
+        section["setup"] = []
+    launcher = section.get("launcher")
+    if top and launcher is None:
+        launcher = section["launcher"] = {"name": "python"}
+    if isinstance(launcher, dict) and not _runs_here(launcher):
+        changes.append(f"{label}: launcher {launcher.get('name')} -> srun (not runnable on this machine)")
+        section["launcher"] = {"name": "srun"}
+
+
+def rehearsal_profile(site: str, sites_dirs: list[Path] | None = None,
+                      python: str | None = None) -> tuple[str, str, list[str]]:
+    """(file name, YAML text, changes): the site's profile for a rehearsal on its twin.
+
+    Everything that makes the batch script's directives (queues, account, QoS, resources,
+    node layout, device counts per node and per card) stays the site's; what runs inside it
+    becomes runnable here: device ``cpu``, ``python`` this interpreter, no setup lines,
+    launcher ``srun`` where the site's starts vendor software or a program this machine lacks.
+    Systems with no twin (PBS, appliances) are left out. The profile keeps the site's name, so
+    a sweep written for the site runs unchanged with ``--sites-dir``.
+    """
+    name = site.partition(":")[0]
+    path = find_site_file(name, sites_dirs)
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a site profile")
+    python = python or sys.executable
+    if data.get("scheduler") != "slurm":
+        raise NoTwinError(f"site {name} schedules with {data.get('scheduler')}: no twin, so no rehearsal here")
+    changes: list[str] = []
+    _rehearse(data, name, python, changes, top=True)
+    systems = data.get("systems") or {}
+    kept: dict[str, Any] = {}
+    for sys_name, overrides in systems.items():
+        overrides = dict(overrides or {})
+        if overrides.get("scheduler", "slurm") != "slurm":
+            changes.append(f"{name}:{sys_name}: left out ({overrides.get('scheduler')}: no twin)")
+            continue
+        _rehearse(overrides, f"{name}:{sys_name}", python, changes, top=False)
+        kept[sys_name] = overrides
+    if systems:
+        data["systems"] = kept
+    data["description"] = f"Twin rehearsal of {name}: its batch directives, this machine's CPU. " + str(
+        data.get("description", ""))
+    header = (f"# Twin rehearsal of site {name}, written by `orch sites rehearsal` from {path}.\n"
+              "# Directives (partitions, account, QoS, gres, CPUs, memory) are the site's; the workload runs\n"
+              "# on this machine's CPU. Use it with the sandbox as the site's twin:\n"
+              f"#   orch sandbox up --like {name}; orch --sites-dir <this dir> run <sweep>\n"
+              + "".join(f"# - {c}\n" for c in changes))
+    return f"{name}.yaml", header + yaml.safe_dump(data, sort_keys=False), changes

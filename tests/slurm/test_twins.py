@@ -1,0 +1,226 @@
+"""Site twins on the REAL sandbox Slurm: ``orch sandbox up --like SITE``, ``orch sites check``.
+
+For every Slurm site (and both Slurm systems of the AI Testbed) the sandbox is reconfigured as
+the site's twin; then
+
+* ``orch sites check`` passes: every representative script is accepted by ``sbatch --test-only``;
+* the twin refuses what the site would refuse: an unknown partition, account or QoS, a walltime
+  over the partition's MaxTime, more nodes than the partition allows (and per site: a second GPU
+  in JADE2's 1-GPU ``small``, Stanage's gpu-h100 without its QoS, an odd IPU count, ...);
+* a 1-node tiny run completes on the twin with its metrics in the database: the site's profile
+  rewritten by ``orch sites rehearsal`` (device cpu, this Python, no module lines, a launcher this
+  machine has), whose batch directives are checked to be exactly the site's.
+
+Twins are grouped (one switch per site); at the end the plain sandbox is restored for the tests
+that come after.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from sqlalchemy import text as text_sql
+
+from orchestrator import sandbox
+from orchestrator.db.engine import open_database
+from orchestrator.plan import plan_sweep
+from orchestrator.sitecheck import NoTwinError, check_site, rehearsal_profile, sbatch_test_only
+from orchestrator.sites import load_site
+from orchestrator.sweep import parse_sweep
+from orchestrator.timefmt import parse_walltime
+from tests.conftest import run_orch, write
+
+pytestmark = pytest.mark.slurm
+
+ENV = {"ORCH_ACCOUNT": "twinproj", "ORCH_QOS": "twinqos"}
+# site -> the targets `orch sites check` is run on (and the tiny run covers)
+TWINS = {
+    "baskerville": ["baskerville"],
+    "dawn": ["dawn"],
+    "cosma8": ["cosma8"],
+    "stanage": ["stanage"],
+    "jade2": ["jade2"],
+    "alcf-ai-testbed": ["alcf-ai-testbed:sambanova", "alcf-ai-testbed:graphcore"],
+}
+
+
+def _wait_queue_empty(timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=30,
+                             env=sandbox._clean_env()).stdout
+        if not out.split():
+            return
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def plain_afterwards(cluster):
+    """Restore the plain sandbox when the module is done (the tests after these need it)."""
+    yield
+    st = sandbox.up()
+    assert st.ok and st.twin is None, st.as_dict()
+    assert {"debug", "batch"} <= set(st.partitions) and st.default_partition == "debug"
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30,
+                            env=sandbox._clean_env()).stdout
+    enforce = [ln for ln in config.splitlines() if ln.startswith("AccountingStorageEnforce")]
+    assert enforce and enforce[0].split("=", 1)[1].strip() == "none", enforce
+
+
+@pytest.fixture(scope="module", params=list(TWINS))
+def twin(request, plain_afterwards) -> str:
+    site = request.param
+    _wait_queue_empty()
+    st = sandbox.up(like=site, env=ENV, force=True)
+    assert st.ok and st.twin == site, st.as_dict()
+    return site
+
+
+def test_twin_is_up_idempotent_and_shaped_like_the_site(twin: str) -> None:
+    pid = sandbox._pid_alive(sandbox.CTLD_PID, "slurmctld")
+    t0 = time.monotonic()
+    st = sandbox.up(like=twin, env=ENV)
+    assert time.monotonic() - t0 < 5 and sandbox._pid_alive(sandbox.CTLD_PID, "slurmctld") == pid
+    assert st.ok and st.twin == twin and st.enforce == "associations,limits,qos"
+    queues = {q.name for target in TWINS[twin] for q in load_site(target).queues if not q.implicit}
+    assert queues <= set(st.partitions), (queues, st.partitions)
+    if any(q.implicit for target in TWINS[twin] for q in load_site(target).queues):
+        assert st.default_partition == "site-default"
+    if twin == "jade2":  # the command line says it too (once: each orch process costs seconds here)
+        shown = json.loads(run_orch("sandbox", "status", "--json", cwd=Path("/tmp"), check=True).stdout)
+        assert shown["twin"] == twin and shown["enforce"] == "associations,limits,qos"
+
+
+def test_sites_check_passes_against_the_twin(twin: str, tmp_path: Path) -> None:
+    for target in TWINS[twin]:
+        proc = run_orch("sites", "check", target, "--json", cwd=tmp_path, env=ENV)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        report = json.loads(proc.stdout)
+        assert report["twin"] == twin and report["ok"]
+        assert {row["result"] for row in report["checks"]} <= {"accepted", "skipped"}, report["checks"]
+        checked = {row["target"] for row in report["checks"]}  # a site: each of its Slurm systems
+        assert target in checked or target.partition(":")[0] in checked, checked
+        for name in checked:
+            results = {row["shape"]: row for row in report["checks"] if row["target"] == name}
+            assert all(results[s]["result"] == "accepted" for s in ("1-device", "1-node", "largest-queue")), results
+            if load_site(name).max_nodes >= 2:
+                assert results["2-nodes"]["result"] == "accepted", results
+            else:  # said so, not silently dropped
+                assert results["2-nodes"]["result"] == "skipped" and "at most" in results["2-nodes"]["detail"]
+        if target.endswith(":graphcore"):
+            assert all(any("SPANK" in n for n in row["notes"]) for row in report["checks"]
+                       if row["result"] == "accepted")
+    if twin == "alcf-ai-testbed":  # the whole site: its Slurm systems checked, the others listed as such
+        proc = run_orch("sites", "check", twin, cwd=tmp_path, env=ENV)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        for words in ("sambanova", "graphcore", "accepted", "no twin", "PBS"):
+            assert words in proc.stdout, (words, proc.stdout)
+        assert re.search(r"\b(\d+) of \1 script\(s\) accepted", proc.stdout), proc.stdout
+
+
+def _over(seconds: int) -> str:
+    seconds += 60
+    days, rest = divmod(seconds, 86400)
+    return f"{days}-{rest // 3600:02d}:{rest % 3600 // 60:02d}:00"
+
+
+def test_the_twin_refuses_what_the_site_would(twin: str, tmp_path: Path) -> None:
+    target = TWINS[twin][0]
+    report = check_site(target, ENV, bring_up=False, workdir=tmp_path)
+    row = next(r for r in report.rows if r.shape == "1-device")
+    assert row.result == "accepted", row
+    script = Path(row.script)
+    profile = load_site(target)
+    queue = next(q for q in profile.queues if (q.name == row.queue) or (q.implicit and row.queue == "(default)"))
+
+    def refused(*options: str) -> str:
+        proc = subprocess.run(["sbatch", "--test-only", *options, str(script)], capture_output=True, text=True,
+                              timeout=60, env=sandbox._clean_env())
+        assert proc.returncode != 0, (options, proc.stdout, proc.stderr)
+        return proc.stdout + proc.stderr
+
+    assert "invalid partition" in refused("--partition=no-such-partition").lower()
+    assert "time limit" in refused(f"--time={_over(parse_walltime(queue.max_walltime))}")
+    assert "Invalid account" in refused("--account=no-such-account")
+    assert "Invalid qos" in refused("--qos=no-such-qos")
+    assert "Node count specification invalid" in refused(f"--nodes={queue.max_nodes + 1}")
+    # What is particular to each site.
+    if twin == "jade2":  # small: 1 GPU per job
+        assert "QOSMaxGRESPerJob" in refused("--gres=gpu:2")
+    if twin == "stanage":  # gpu-h100 takes QoS gpu only
+        assert "Invalid qos" in refused("--qos=normal")
+    if twin == "dawn":  # 4 GPUs (cards) per node
+        assert "node configuration is not available" in refused("--gres=gpu:5")
+    if twin == "baskerville":  # 144 CPUs per node; a100_80 is a feature of some nodes
+        assert "node configuration is not available" in refused("--gpus-per-node=4", "--cpus-per-gpu=37",
+                                                               "--ntasks-per-node=4")
+        assert "Invalid feature" in refused("--constraint=h100_80")
+    if twin == "alcf-ai-testbed":  # SambaNova: 8 RDUs per node; Graphcore: IPU counts are powers of two
+        assert "node configuration is not available" in refused("--gres=rdu:9")
+        graphcore = check_site("alcf-ai-testbed:graphcore", ENV, bring_up=False, workdir=tmp_path / "gc")
+        gc_script = Path(next(r for r in graphcore.rows if r.shape == "1-device").script)
+        ok, message = sbatch_test_only(gc_script)
+        assert ok, message
+        bad = tmp_path / "ipus3.sh"
+        bad.write_text(gc_script.read_text().replace("#SBATCH --ipus=1", "#SBATCH --ipus=3"))
+        ok, message = sbatch_test_only(bad)
+        assert not ok and "--ipus" in message, message
+
+
+def _directives(script: str) -> list[str]:
+    return sorted(ln for ln in script.splitlines()
+                  if ln.startswith("#SBATCH") and not ln.startswith(("#SBATCH --output", "#SBATCH --error")))
+
+
+def test_a_tiny_run_completes_on_the_twin_with_the_sites_directives(twin: str, tmp_path: Path) -> None:
+    targets = TWINS[twin]
+    filename, text, changes = rehearsal_profile(twin)
+    write(tmp_path / "sites" / filename, text)
+    assert any("device" in c and "-> cpu" in c for c in changes), changes
+    sweep = write(tmp_path / "tiny.yaml", f"""\
+name: twin-{twin}
+experiments:
+  - name: tiny
+    workload: gemm
+    sites: [{", ".join(targets)}]
+    walltime: "00:10:00"
+    grid: {{devices: 1, precision: fp32, m: 64, n: 64, k: 64, warmup: 1, iters: 3}}
+""")
+    db = f"sqlite:///{tmp_path / 'twin.db'}"
+    proc = run_orch("--db", db, "--sites-dir", str(tmp_path / "sites"), "run", str(sweep), "--interval", "1",
+                    "--json", cwd=tmp_path, env=ENV, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(proc.stdout)
+    assert len(rows) == len(targets)
+    assert all(r["status"] == "completed" and r["tflops"] and r["tflops"] > 0 for r in rows), rows
+    with open_database(db)() as session:
+        runs = [dict(r._mapping) for r in session.execute(text_sql(
+            "SELECT r.id, r.device_type, r.script, m.node_list, m.tflops FROM runs r "
+            "JOIN results m ON m.run_id = r.id"))]
+    assert len(runs) == len(targets)
+    assert {r["device_type"] for r in runs} == {"cpu"} and all(r["node_list"] and r["tflops"] > 0 for r in runs)
+    # The directives are the site's own: the same sweep planned on the real profile.
+    real = {p.spec.id: p.script for p in plan_sweep(parse_sweep(sweep), tmp_path / "real", env=ENV)}
+    for run in runs:
+        assert real[run["id"]] is not None
+        assert _directives(run["script"]) == _directives(real[run["id"]]), run["id"]
+
+
+def test_sites_without_a_slurm_system_have_no_twin(tmp_path: Path) -> None:
+    before = sandbox.active_layout().to_json()
+    proc = run_orch("sites", "check", "polaris", cwd=tmp_path, env=ENV)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "PBS" in proc.stdout and "no twin" in proc.stdout and "emulator" in proc.stdout
+    for target, words in (("alcf-ai-testbed:groq", "PBS"), ("alcf-ai-testbed:cerebras", "appliance")):
+        with pytest.raises(NoTwinError, match=f"{words}.*no twin|no twin.*{words}") as err:
+            check_site(target, ENV)
+        assert err.value.exit_code == 2
+    with pytest.raises(sandbox.SandboxError, match="no Slurm system"):
+        sandbox.twin_layout("polaris")
+    assert sandbox.active_layout().to_json() == before  # the sandbox was not touched
