@@ -60,7 +60,8 @@ def _aware(value: datetime | None) -> datetime | None:
 
 
 def _repair_intents(session: Session, executors: Executors, report: PollReport, now: datetime) -> None:
-    intents = list(session.scalars(select(Attempt).where(Attempt.state == "submitting", Attempt.job_id.is_(None))))
+    intents = list(session.scalars(select(Attempt).where(Attempt.state == "submitting", Attempt.job_id.is_(None))
+                                   .with_for_update(skip_locked=True, of=Attempt)))
     by_site: dict[tuple[str, str | None], list[Attempt]] = {}
     for attempt in intents:
         by_site.setdefault((attempt.run.site, attempt.run.system), []).append(attempt)
@@ -117,7 +118,10 @@ def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollRepo
     with sessions.begin() as session:
         _repair_intents(session, executors, report, now)
     with sessions.begin() as session:
-        active = list(session.scalars(select(Attempt).where(Attempt.state.in_(ACTIVE), Attempt.job_id.is_not(None))))
+        # Row locks (PostgreSQL): a second `orch status` skips attempts this one is handling
+        # instead of recording them twice. SQLite serialises writers (BEGIN IMMEDIATE).
+        active = list(session.scalars(select(Attempt).where(Attempt.state.in_(ACTIVE), Attempt.job_id.is_not(None))
+                                      .with_for_update(skip_locked=True, of=Attempt)))
         by_site: dict[tuple[str, str | None], list[Attempt]] = {}
         for attempt in active:
             by_site.setdefault((attempt.run.site, attempt.run.system), []).append(attempt)

@@ -35,12 +35,20 @@ def redact(url: str) -> str:
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    # Let SQLAlchemy, not the driver, decide when transactions begin (see _begin_immediate).
+    dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _begin_immediate(connection) -> None:  # type: ignore[no-untyped-def]
+    # Take the write lock when a transaction starts: two orch processes then queue up (up to
+    # busy_timeout) instead of one failing on a stale snapshot halfway through its work.
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_engine(url: str) -> Engine:
@@ -54,6 +62,7 @@ def make_engine(url: str) -> Engine:
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _begin_immediate)
         return engine
     try:
         return create_engine(url, pool_pre_ping=True)

@@ -65,3 +65,32 @@ def test_two_concurrent_submits_submit_each_run_once(workdir: Path, db_url: str)
     assert follow.returncode == 0, err
     # /bin/true wrote no metrics: every run ends, classified, none lost.
     assert json.loads(out)["counts"] == {"failed": 24}
+
+
+METRICS_PYTHON = """#!{python}
+import json, sys
+a = sys.argv[1:]
+json.dump({{"schema": "orch.metrics/1", "workload": "gemm", "precision": "fp32", "world_size": 1,
+           "device": {{"type": "cpu", "model": "x", "count": 1}}, "metrics": {{"tflops": 1.0}},
+           "timing": {{"warmup_steps": 0, "timed_steps": 1}}}}, open(a[a.index("--output") + 1], "w"))
+"""
+
+
+def test_two_concurrent_status_watchers_record_each_end_once(workdir: Path, db_url: str) -> None:
+    fake = write(workdir / "fake-python", METRICS_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    write(workdir / "sites" / "quick.yaml", SITE.replace("python: /bin/true", f"python: {fake}"))
+    sweep = write(workdir / "s.yaml", SWEEP)
+    for args in (("plan", str(sweep)), ("submit",)):
+        proc = _orch(workdir, db_url, *args)
+        assert proc.wait(300) == 0
+    watchers = [_orch(workdir, db_url, "status", "--watch", "--interval", "0.2", "--json") for _ in range(2)]
+    outputs = [w.communicate(timeout=300) for w in watchers]
+    assert all(w.returncode == 0 for w in watchers), [err for _, err in outputs]
+    assert all(json.loads(out)["counts"] == {"finished": 24} for out, _ in outputs)
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM metrics")).scalar_one() == 24
+        assert conn.execute(text("SELECT count(*) FROM attempts")).scalar_one() == 24
+        assert conn.execute(text("SELECT count(*) FROM results WHERE status = 'completed'")).scalar_one() == 24
+    engine.dispose()
