@@ -7,6 +7,7 @@ prints one line (``error: file:line: field: what was expected``) and exits 2.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,8 @@ def main_options(
         raise typer.Exit()
     state = paths.state_dir()
     ctx.obj = Context(db_url=db or paths.default_db_url(), sites_dirs=list(sites_dir or []), state_dir=state)
+    # The URL may hold a password: jobs started from here must not inherit it.
+    os.environ.pop(paths.DB_URL_ENV, None)
 
 
 # ---------------------------------------------------------------- plan

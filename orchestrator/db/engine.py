@@ -7,12 +7,13 @@ from the URL, ``PGPASSWORD`` or ``~/.pgpass`` (libpq), never from orch's files.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -51,12 +52,12 @@ def _begin_immediate(connection) -> None:  # type: ignore[no-untyped-def]
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str | URL) -> Engine:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise UserError(f"invalid database URL {redact(url)!r} (expected e.g. sqlite:///path.db "
-                        "or postgresql://user@host/db)") from None
+        raise UserError("invalid database URL (expected e.g. sqlite:///path/orch.db "
+                        "or postgresql://user@host:5432/dbname)") from None
     if parsed.drivername.startswith("sqlite"):
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -64,6 +65,9 @@ def make_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _begin_immediate)
         return engine
+    if parsed.password is None and os.environ.get("PGPASSWORD"):
+        # Keep libpq's variable working, but out of the environment jobs inherit.
+        url = parsed.set(password=os.environ.pop("PGPASSWORD"))
     try:
         return create_engine(url, pool_pre_ping=True)
     except ModuleNotFoundError as exc:
