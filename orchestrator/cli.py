@@ -301,9 +301,10 @@ def run(
                "AND attempt = (SELECT MAX(attempt) FROM results r2 WHERE r2.run_id = r.run_id)"
                + (" AND site = :site" if site else "") + " ORDER BY experiment, workload, devices, precision, run_id")
         rows = [list(r) for r in session.execute(text(sql), {"sweep": name, "site": site})]
-    if not as_json:  # params as compact k=v for people; JSON keeps the JSON text
+    if not as_json:  # params as compact k=v for people (harness settings left out); JSON keeps all
         for row in rows:
-            row[6] = " ".join(f"{k}={v}" for k, v in json.loads(row[6] or "{}").items())
+            row[6] = " ".join(f"{k}={v}" for k, v in json.loads(row[6] or "{}").items()
+                              if k not in ("warmup", "iters"))
     print_rows(SUMMARY_COLUMNS, rows, "json" if as_json else "table", title=f"results of {name}")
     if any(r[7] != "completed" for r in rows):
         raise typer.Exit(1)
@@ -589,9 +590,12 @@ def _print_sandbox(state: object, as_json: bool) -> None:
     from dataclasses import asdict, is_dataclass
 
     data = asdict(state) if is_dataclass(state) and not isinstance(state, type) else {"status": str(state)}
+    data.pop("expected_nodes", None)
     if as_json:
         print_json(data)
     else:
+        if "twin" in data and not data["twin"]:
+            data["twin"] = "none (the plain sandbox)"
         print_table(["what", "state"], [[k, json.dumps(v, default=str) if isinstance(v, (list, dict)) else v]
                                         for k, v in data.items()])
 

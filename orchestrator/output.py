@@ -13,8 +13,14 @@ from typing import Any, Iterable, Sequence
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
-err_console = Console(stderr=True)
+def _console(stderr: bool = False) -> Console:
+    # Piped output (logs, CI) would otherwise be folded to 80 columns; keep rows on one line.
+    probe = Console(stderr=stderr)
+    return probe if probe.is_terminal else Console(stderr=stderr, width=max(probe.width, 200))
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 def jsonable(value: Any) -> Any:

@@ -438,12 +438,10 @@ def twin_layout(site: str, env: Mapping[str, str] | None = None,
     ``env`` (default ``os.environ``) gives the account and QoS names, from the variables the
     profile names; a site that requires one gets a stand-in (``orch-twin``) when they are unset.
     """
-    from orchestrator.errors import UserError as _UserError
-
     env = os.environ if env is None else env
     try:
         name, targets = site_targets(site, sites_dirs)
-    except _UserError as exc:
+    except UserError as exc:
         raise SandboxError(str(exc)) from None
     no_twin = {t: ("PBS Pro: no PBS server can run here (orch's PBS executor is tested against an emulator)"
                    if p.scheduler == "pbs" else
@@ -1409,13 +1407,19 @@ def _partition_qos_row(pq: PartitionQos) -> list[str]:
             "DenyOnLimit"]
 
 
+def _stale_accounts(layout: TwinLayout, state: dict[str, Any]) -> list[str]:
+    """Accounts an earlier twin created (as recorded in its layout) that this layout does not want."""
+    earlier = set(active_layout().accounts)
+    return sorted(a for a in state["accounts"] if a in earlier and a not in layout.accounts and a != "root")
+
+
 def _accounting_current(layout: TwinLayout, state: dict[str, Any] | None = None) -> bool:
     state = state or _accounting_state()
     accounts = state["accounts"]
     want = _wanted_root_qos(layout)
-    if set(accounts) != {"root", *layout.accounts}:
+    if not {"root", *layout.accounts} <= set(accounts) or _stale_accounts(layout, state):
         return False
-    if any(q != want for q in accounts.values()):
+    if any(accounts[a] != want for a in ("root", *layout.accounts)):
         return False
     table = state["qos"]
     for pq in layout.partition_qos:
@@ -1427,11 +1431,12 @@ def _accounting_current(layout: TwinLayout, state: dict[str, Any] | None = None)
 
 
 def _apply_accounting(layout: TwinLayout) -> None:
-    """Make slurmdbd hold exactly the layout's accounts (root associated to each) and QoS.
+    """Make slurmdbd hold the layout's accounts (root associated to each, with the layout's QoS).
 
-    QoS and accounts are created before slurmctld reads a slurm.conf naming them; what an
-    earlier twin left (its accounts, partition QoS) is removed, so that a twin never accepts
-    another site's account.
+    QoS and accounts are created before slurmctld reads a slurm.conf naming them; what the
+    earlier twin created (its accounts, as its recorded layout says; its partition QoS) is
+    removed, so that a twin never accepts another site's account. Accounts orch did not make
+    are left alone.
     """
     state = _accounting_state()
     if _accounting_current(layout, state):
@@ -1451,10 +1456,10 @@ def _apply_accounting(layout: TwinLayout) -> None:
             _sacctmgr("add", "account", account, f"cluster={CLUSTER}",
                       f"Description=orch twin of {layout.twin}", f"Organization={layout.twin}")
             _sacctmgr("add", "user", "root", f"account={account}", f"cluster={CLUSTER}")
-    for account in state["accounts"]:
-        if account != "root" and account not in layout.accounts:
-            _sacctmgr("delete", "user", "where", "name=root", f"account={account}", f"cluster={CLUSTER}")
-            _sacctmgr("delete", "account", "where", f"name={account}", f"cluster={CLUSTER}")
+    for account in _stale_accounts(layout, state):
+        _sacctmgr("delete", "user", "where", "name=root", f"account={account}", f"cluster={CLUSTER}")
+        # The account itself (no cluster clause: an account without associations is gone for good).
+        _run(["sacctmgr", "-i", "delete", "account", "where", f"name={account}"], timeout=30, env=_clean_env())
     _sacctmgr("modify", "user", "where", "name=root", f"cluster={CLUSTER}", "set",
               f"qos={','.join(_wanted_root_qos(layout))}", "defaultqos=normal")
 
@@ -1577,7 +1582,11 @@ def up(like: str | None = None, env: Mapping[str, str] | None = None, force: boo
         if st.ok and (not layout.enforce or _accounting_current(layout)):
             return st
 
-    switching = active_layout().to_json() != layout.to_json()
+    files = _config_files(mode, layout)
+    try:
+        switching = any((path.read_text() if path.exists() else None) != text for path, text in files.items())
+    except OSError:
+        switching = True
     if like is not None and switching and not force and _pid_alive(CTLD_PID, "slurmctld") and _active_jobs():
         raise SandboxError(
             f"{_active_jobs()} job(s) are queued or running on the sandbox (squeue); switching it to a twin of "
@@ -1590,7 +1599,7 @@ def up(like: str | None = None, env: Mapping[str, str] | None = None, force: boo
     if layout.ipus_max:
         _ensure_spank_ipus()
     slurm_changed = False
-    for path, text in _config_files(mode, layout).items():
+    for path, text in files.items():
         if text is None:
             if path.exists():
                 path.unlink()
@@ -1613,7 +1622,7 @@ def up(like: str | None = None, env: Mapping[str, str] | None = None, force: boo
     registered_now = _ensure_cluster_registered()
     _apply_accounting(layout)
 
-    if slurm_changed or registered_now or switching or set(_running_slurmd_nodes()) - set(layout.nodes):
+    if slurm_changed or registered_now or set(_running_slurmd_nodes()) - set(layout.nodes):
         # New node/partition definitions need daemons restarted, not reconfigured.
         _stop_all_slurmd()
         _stop_slurmctld()

@@ -16,6 +16,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # DeepSpeed builds against the torch just installed (not a fresh one in an isolated build).
   .venv/bin/python -m pip install --quiet --no-build-isolation "deepspeed==0.19.8" 2>&1 \
     | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c "import orchestrator, torch, submitit, sqlalchemy, typer, deepspeed, pyarrow"
+  .venv/bin/python -c "import orchestrator, torch, submitit, sqlalchemy, typer, deepspeed, pyarrow" >/dev/null 2>&1 \
+    || { echo "setup: the environment is incomplete (see pip's output above)" >&2; exit 1; }
   touch "$stamp"
 fi

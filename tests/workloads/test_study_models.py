@@ -121,9 +121,11 @@ GPT_TINY = ["--model", "tiny", "--batch-size", "2", "--seq-len", "32", "--warmup
 def test_gpt2_sparsity_kept_through_training(run_workload) -> None:
     doc = run_workload("workloads.gpt2", [*GPT_TINY, "--sparsity", "0.8"])
     m = doc["metrics"]
-    # tiny: 2 blocks of qkv (64x192), proj (64x64), fc (64x256), proj (256x64) = 2 x 49152 weights
-    assert m["prunable_params"] == 98_304 and m["pruned_params"] == round(0.8 * 49_152) * 2
-    assert m["weight_sparsity"] == pytest.approx(0.8, abs=1e-5)
+    # tiny: 2 blocks of qkv (64x192), proj (64x64), fc (64x256), proj (256x64) = 2 x 49152 weights,
+    # each tensor pruned to round(0.8 x its size)
+    per_block = sum(round(0.8 * n) for n in (64 * 192, 64 * 64, 64 * 256, 256 * 64))
+    assert m["prunable_params"] == 98_304 and m["pruned_params"] == 2 * per_block == 78_642
+    assert m["weight_sparsity"] == pytest.approx(0.8, abs=1e-4)
     assert m["measured_sparsity"] == pytest.approx(m["weight_sparsity"])  # still zero after 4 AdamW steps
     assert m["tokens_per_s"] > 0 and doc["params"]["sparsity"] == 0.8
 
