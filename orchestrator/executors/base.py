@@ -127,6 +127,69 @@ BUILTIN_MODULES = {
 }
 
 
+class SchedulerError(RuntimeError):
+    """A scheduler command failed (the message says which and why)."""
+
+
+class BatchExecutor(Executor):
+    """An executor for a batch scheduler with job arrays and a per-user queue limit.
+
+    ``submit`` admits as many requests as ``options["max_queued_jobs"]`` leaves room for
+    (the rest are ``deferred``), groups the admitted ones by ``shape_key`` (in the caller's
+    order), splits groups at ``options["max_array_size"]`` and hands each chunk to
+    ``_submit_group``: one plain job for a chunk of one, one array otherwise.
+    """
+
+    default_max_array_size: ClassVar[int] = 1000
+
+    @abstractmethod
+    def queued_count(self) -> int:
+        """Jobs of this user the scheduler holds now (array tasks one each); SchedulerError if unknown."""
+
+    @abstractmethod
+    def _submit_group(self, requests: list[JobRequest]) -> list[str | None]:
+        """Submit one chunk (a plain job when it holds one request, else an array)."""
+
+    def _admitted(self, requests: list[JobRequest]) -> int:
+        max_queued = self.options.get("max_queued_jobs")
+        if max_queued is None:
+            return len(requests)
+        try:
+            queued = self.queued_count()
+        except SchedulerError as exc:
+            for req in requests:
+                self.deferred[req.job_name] = str(exc)
+            return 0
+        limit = max(0, min(len(requests), int(max_queued) - queued))
+        for req in requests[limit:]:
+            self.deferred[req.job_name] = f"max_queued_jobs={max_queued} reached ({queued} queued now)"
+        return limit
+
+    def _chunks(self, requests: list[JobRequest]) -> list[list[int]]:
+        order: list[list[int]] = []
+        groups: dict[str, list[int]] = {}
+        for index, req in enumerate(requests):
+            if not req.shape_key:
+                order.append([index])
+            elif req.shape_key in groups:
+                groups[req.shape_key].append(index)
+            else:
+                groups[req.shape_key] = [index]
+                order.append(groups[req.shape_key])
+        size = max(1, int(self.options.get("max_array_size") or self.default_max_array_size))
+        return [idxs[start:start + size] for idxs in order for start in range(0, len(idxs), size)]
+
+    def submit(self, requests: list[JobRequest]) -> list[str | None]:
+        """Ids in the caller's order; ``None`` for a request in ``submit_errors``, ``deferred``
+        or ``uncertain``. Never raises for those: the other chunks are still submitted."""
+        self.submit_errors, self.deferred, self.uncertain = {}, {}, {}
+        ids: list[str | None] = [None] * len(requests)
+        for chunk in self._chunks(requests[:self._admitted(requests)]):
+            for index, job_id in zip(chunk, self._submit_group([requests[i] for i in chunk])):
+                ids[index] = job_id
+        return ids
+
+
 def executor_for(scheduler: str, folder: Path, options: dict[str, Any] | None = None) -> Executor:
     if scheduler not in Executor.registry and scheduler in BUILTIN_MODULES:
         import importlib

@@ -67,12 +67,12 @@ from typing import Any, Mapping, Sequence
 
 from submitit.core import core, job_environment, utils
 
-from orchestrator.executors.base import Executor, FailureClass, JobInfo, JobRequest, JobState
+from orchestrator.executors.base import (BatchExecutor, Executor, FailureClass, JobInfo, JobRequest, JobState,
+                                         SchedulerError)
 
 QSTAT_QUERY = ("-x", "-t", "-f", "-F", "json")
 RC_UNKNOWN_JOB = 153  # "qstat: Unknown Job Id ..."
 RC_JOB_FINISHED = 35  # "qdel: Job has finished"
-DEFAULT_MAX_ARRAY_SIZE = 1000
 QSUB_TIMEOUT_S = 180  # submitit's CommandFunction would wait forever on a hung qsub
 # qsub failures that say the server did not answer (the job may or may not exist): not a refusal.
 _TRANSIENT = ("cannot connect to server", "connection refused", "communication failure", "pbs_connect",
@@ -94,7 +94,7 @@ SIGNAL_OFFSET = 256
 CANCEL_SIGNALS = {9: "SIGKILL", 15: "SIGTERM"}  # what qdel sends (271 on OpenPBS 23.06; 265 also seen)
 
 
-class PbsError(RuntimeError):
+class PbsError(SchedulerError):
     """A PBS command failed in a way the caller must see."""
 
 
@@ -777,7 +777,7 @@ class PbsExecutor(core.PicklingExecutor):
 # ======================================================================================
 
 
-class OrchPbsExecutor(Executor):
+class OrchPbsExecutor(BatchExecutor):
     """orch's executor for PBS Pro sites."""
 
     scheduler = "pbs"
@@ -818,49 +818,6 @@ class OrchPbsExecutor(Executor):
             if str(attrs.get("job_state", ""))[:1] not in FINISHED_STATES:
                 count += 1
         return count
-
-    def submit(self, requests: list[JobRequest]) -> list[str | None]:
-        """Submit the requests; ids in the same order, ``None`` for one not submitted (its job name
-        is then in ``submit_errors`` (qsub refused it), ``deferred`` (over ``max_queued_jobs``:
-        submit it later) or ``uncertain`` (the server did not answer: it may exist)).
-
-        Requests sharing a non-empty ``shape_key`` go in one array (``-J 0-(n-1)``, split at
-        ``max_array_size``); a group of one is a plain job (arrays need 2 entries or more).
-        """
-        self.submit_errors, self.deferred, self.uncertain = {}, {}, {}
-        ids: list[str | None] = [None] * len(requests)
-        if not requests:
-            return ids
-        limit = len(requests)
-        max_queued = self.options.get("max_queued_jobs")
-        if max_queued is not None:
-            try:
-                queued = self.queued_count()
-            except PbsError as exc:
-                for r in requests:
-                    self.deferred[r.job_name] = str(exc)
-                return ids
-            limit = max(0, min(limit, int(max_queued) - queued))
-            for r in requests[limit:]:
-                self.deferred[r.job_name] = f"max_queued_jobs={max_queued} reached ({queued} queued now)"
-        order: list[list[int]] = []
-        groups: dict[str, list[int]] = {}
-        for i, req in enumerate(requests[:limit]):
-            if not req.shape_key:
-                order.append([i])
-            elif req.shape_key in groups:
-                groups[req.shape_key].append(i)
-            else:
-                groups[req.shape_key] = [i]
-                order.append(groups[req.shape_key])
-        max_size = max(2, int(self.options.get("max_array_size") or DEFAULT_MAX_ARRAY_SIZE))
-        for idxs in order:
-            for start in range(0, len(idxs), max_size):
-                chunk = idxs[start:start + max_size]
-                got = self._submit_group([requests[i] for i in chunk])
-                for i, jid in zip(chunk, got):
-                    ids[i] = jid
-        return ids
 
     def _submit_group(self, reqs: list[JobRequest]) -> list[str | None]:
         names = [r.job_name for r in reqs]

@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from orchestrator.executors.base import Executor, FailureClass, JobInfo, JobRequest, JobState
+from orchestrator.executors.base import (BatchExecutor, Executor, FailureClass, JobInfo, JobRequest, JobState,
+                                         SchedulerError)
 
 __all__ = [
     "SACCT_FIELDS",
@@ -68,7 +69,6 @@ __all__ = [
 ]
 
 SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Elapsed", "NodeList", "MaxRSS", "Reason", "Start", "End")
-DEFAULT_MAX_ARRAY_SIZE = 1000
 SBATCH_TIMEOUT_S = 180
 # Slurm reports "died by signal 53" when the batch script could not even start
 # (e.g. its --output file cannot be opened: "IO setup failed").
@@ -76,7 +76,7 @@ LAUNCH_FAILURE_SIGNAL = 53
 _LAUNCH_REASONS = ("launch failed", "joblaunchfailure", "batch job complete failure", "prolog", "bootfail")
 
 
-class SlurmError(RuntimeError):
+class SlurmError(SchedulerError):
     """A Slurm command failed in a way the caller must see."""
 
 
@@ -615,7 +615,7 @@ def _submitit_executor_class():
 # ======================================================================================
 
 
-class SlurmExecutor(Executor):
+class SlurmExecutor(BatchExecutor):
     """orch's executor for Slurm sites (and the sandbox cluster)."""
 
     scheduler = "slurm"
@@ -653,56 +653,10 @@ class SlurmExecutor(Executor):
 
     # -- submit -------------------------------------------------------------------------
 
-    def submit(self, requests: list[JobRequest]) -> list[str | None]:  # type: ignore[override]
-        """Submit the requests; ids in the same order, ``None`` for those not submitted now.
-
-        ``None`` means one of (see Executor.submit): rejected (``submit_errors``), deferred
-        (``deferred``: over ``max_queued_jobs``, or squeue could not count the queue), or
-        uncertain (``uncertain``: sbatch timed out or the controller did not answer).
-        Never raises for those; the other groups are still submitted.
-        """
-        self.submit_errors, self.deferred, self.uncertain = {}, {}, {}
-        ids: list[str | None] = [None] * len(requests)
-        if not requests:
-            return ids
-        limit = len(requests)
-        max_queued = self.options.get("max_queued_jobs")
-        if max_queued is not None:
-            try:
-                queued = self.queued_count()
-            except SlurmError as e:
-                for r in requests:
-                    self.deferred[r.job_name] = str(e)
-                return ids
-            limit = max(0, min(limit, int(max_queued) - queued))
-            for r in requests[limit:]:
-                self.deferred[r.job_name] = f"max_queued_jobs={max_queued} reached ({queued} queued now)"
-        chosen = list(range(limit))  # the first k requests, in the caller's order
-
-        groups: dict[str, list[int]] = {}
-        order: list[tuple[str, list[int]]] = []
-        for i in chosen:
-            key = requests[i].shape_key
-            if not key:
-                order.append(("", [i]))
-                continue
-            if key not in groups:
-                groups[key] = []
-                order.append((key, groups[key]))
-            groups[key].append(i)
-
-        max_size = int(self.options.get("max_array_size") or DEFAULT_MAX_ARRAY_SIZE)
-        max_size = max(1, max_size)
-        for _key, idxs in order:
-            for start in range(0, len(idxs), max_size):
-                chunk = idxs[start:start + max_size]
-                if len(chunk) == 1:
-                    ids[chunk[0]] = self._submit_single(requests[chunk[0]])
-                else:
-                    got = self._submit_array([requests[i] for i in chunk])
-                    for i, jid in zip(chunk, got):
-                        ids[i] = jid
-        return ids
+    def _submit_group(self, requests: list[JobRequest]) -> list[str | None]:
+        if len(requests) == 1:
+            return [self._submit_single(requests[0])]
+        return self._submit_array(requests)
 
     def _sbatch(self, text: str, args: list[str], names: Sequence[str]) -> str | None:
         self._count("sbatch")
