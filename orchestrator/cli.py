@@ -451,7 +451,9 @@ def sites_check(
 
     from orchestrator.sitecheck import check_site
 
-    report = check_site(site, os.environ, ctx_obj(ctx).sites_dirs, bring_up=not no_up)
+    c = ctx_obj(ctx)
+    report = check_site(site, os.environ, c.sites_dirs, bring_up=not no_up,
+                        workdir=c.state_dir / "sitecheck" / site.replace(":", "+"))
     if as_json:
         print_json(report.as_dict())
     else:

@@ -36,6 +36,7 @@ class RunSpec:
     max_attempts: int = field(default=1, compare=False)
     retry_on: tuple[str, ...] = field(default=(), compare=False)
     queue: str | None = field(default=None, compare=False)  # asked for by name, else the site picks
+    check_memory: bool = field(default=True, compare=False)  # skip runs predicted not to fit
 
     def identity(self) -> dict[str, Any]:
         """What the id hashes: everything that changes what is measured."""
@@ -126,6 +127,7 @@ def expand_experiment(sweep: Sweep, exp: Experiment) -> list[RunSpec]:
                         max_attempts=retry.max_attempts,
                         retry_on=tuple(retry.failures),
                         queue=exp.queue,
+                        check_memory=exp.check_memory,
                     )
                 )
     return runs

@@ -173,7 +173,7 @@ def resolve(spec: RunSpec, site: SiteProfile, env: Mapping[str, str], python: st
     if nodes > 1 and spec.devices % device.per_node:
         return skip(f"{spec.devices} devices do not fill whole nodes of {device.per_node}")
     devices_per_node = spec.devices if nodes == 1 else device.per_node
-    reason = _memory_reason(spec, site)
+    reason = _memory_reason(spec, site) if spec.check_memory else None
     if reason:
         return skip(reason)
     chosen, reason = _pick_queue(site, nodes, spec.devices, spec.walltime_s,

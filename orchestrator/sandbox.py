@@ -486,9 +486,10 @@ def twin_layout(site: str, env: Mapping[str, str] | None = None,
             gres[res.gres_name] = cards
         elif dev.type != "cpu":
             gres["gpu"] = cards  # --gpus*: gres/gpu; no request (COSMA8): the layout all the same
-        features = [res.constraint] if res.constraint and re.fullmatch(r"[\w.-]+", res.constraint) else []
+        # A constraint names node features (``a100_80``; in expressions ``a&b``, ``a|b``, ``[a*2&b]``).
+        features = sorted({f for f in re.findall(r"[A-Za-z_][\w.-]*", res.constraint or "")})
         describe = (f"{dev.per_node}x {dev.model}" + (f" ({cards} cards)" if cards != dev.per_node else "")
-                    + f", {cpus} CPUs, {memory // 1024} GB" + (f", feature {features[0]}" if features else ""))
+                    + f", {cpus} CPUs, {memory // 1024} GB" + (f", features {','.join(features)}" if features else ""))
         group = NodeGroup(target, first, count, cpus, memory, gres, features, describe)
         groups.append(group)
         first += count

@@ -48,6 +48,8 @@ class Experiment(BaseModel):
     walltime: str | int = "00:30:00"
     # A queue/partition by name (e.g. devel, preemptable); default: the site picks by size and walltime.
     queue: str | None = None
+    # false: run even what the memory model predicts will not fit (to measure where it breaks)
+    check_memory: bool = True
     grid: dict[str, Any] = Field(default_factory=dict)
     zip: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
     exclude: list[dict[str, Any]] = Field(default_factory=list)

@@ -20,6 +20,7 @@ MFU with --peak-tflops, and for inference the latency p50/p90 of one batch.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -89,21 +90,21 @@ def run(session: Session, bench: Bench, mode: str, grad_accum: int = 1) -> None:
         model = model.to(memory_format=torch.channels_last)
     gen = torch.Generator(device="cpu").manual_seed(1000 + session.rank)  # ranks see different data
     half = prec.dtype if prec.dtype in (torch.float16, torch.bfloat16) else None
-
-    if mode == "inference":
+    inference = mode == "inference"
+    if inference:
         model.eval()
         if half is not None:
-            model = model.to(half)
-        pool = [_cast(bench.make_batch(gen, dev.torch_device), half, bench.channels_last) for _ in range(2)]
-        turn = [0]
+            model = model.to(half)  # inference in half precision keeps no fp32 weights
+    pool = [_cast(bench.make_batch(gen, dev.torch_device), half if inference else None, bench.channels_last)
+            for _ in range(2)]
+    batches = itertools.cycle(pool)
+    last_loss: list[torch.Tensor] = []
 
+    if inference:
         def step() -> Any:
-            inputs, _ = pool[turn[0] % 2]
-            turn[0] += 1
+            inputs, _ = next(batches)
             with torch.inference_mode():
                 return model(*inputs)
-
-        loss_value = None
     else:
         model.train()
         forward: nn.Module = model
@@ -117,14 +118,10 @@ def run(session: Session, bench: Bench, mode: str, grad_accum: int = 1) -> None:
             sync = lambda last: contextlib.nullcontext() if last else forward.no_sync()  # noqa: E731
         opt = _optimizer(bench, model, dev.type)
         scaler = prec.grad_scaler(dev)
-        pool = [_cast(bench.make_batch(gen, dev.torch_device), None, bench.channels_last) for _ in range(2)]
-        turn = [0]
-        last_loss = [torch.zeros(())]
 
         def step() -> Any:
             for i in range(grad_accum):
-                inputs, target = pool[turn[0] % 2]
-                turn[0] += 1
+                inputs, target = next(batches)
                 with sync(i == grad_accum - 1):
                     with prec.autocast(dev):
                         loss = bench.loss(forward(*inputs), target)
@@ -136,9 +133,7 @@ def run(session: Session, bench: Bench, mode: str, grad_accum: int = 1) -> None:
             else:
                 opt.step()
             opt.zero_grad(set_to_none=True)
-            last_loss[0] = loss.detach()
-
-        loss_value = last_loss
+            last_loss[:] = [loss.detach()]
 
     session.log(f"{mode}: {n_params / 1e6:.2f}M parameters, {session.world_size} rank(s), "
                 f"batch {bench.batch_size}" + (f" x accumulation {grad_accum}" if grad_accum > 1 else ""))
@@ -161,7 +156,7 @@ def run(session: Session, bench: Bench, mode: str, grad_accum: int = 1) -> None:
     }
     if bench.tokens_per_sample:
         results["tokens_per_s"] = samples_per_s * bench.tokens_per_sample
-    if mode == "inference":
+    if inference:
         results.update({
             "latency_p50_s": p50,
             "latency_p90_s": percentile(steps, 90),
@@ -169,7 +164,6 @@ def run(session: Session, bench: Bench, mode: str, grad_accum: int = 1) -> None:
             "latency_per_sample_p50_s": p50 / bench.batch_size,
         })
     else:
-        assert loss_value is not None
-        results["loss"] = float(loss_value[0].float().item())
+        results["loss"] = float(last_loss[0].float().item())
     results.update(bench.extra)
     session.finish(results, steps, already_gathered=True)

@@ -286,7 +286,8 @@ register(
         summary="GPT-2 pre-training throughput (nanoGPT-style model): tokens/s, TFLOP/s, MFU, memory.",
         params=COMMON_PARAMS + _lm_params("gpt2") + (
             Param("data", str, "synthetic",
-                  "synthetic | text (shipped 0.6 MiB corpus, bytes) | file:/path (streamed; *.bin = uint16 ids)"),
+                  "synthetic | text (shipped 0.6 MiB corpus, bytes) | file:/path (streamed; *.bin = uint16 ids) "
+                  "| file:@corpus (the shipped corpus, streamed)"),
             Param("vocab_size", int, 0, "vocabulary (0: GPT-2's 50257)"),
             Param("sparsity", float, 0.0, "fraction of each transformer linear weight pruned by magnitude and "
                   "kept zero after every step (0: dense; ddp only; workloads/sparsity.py)"),

@@ -50,7 +50,7 @@ TWINS = {
 }
 
 
-def _wait_queue_empty(timeout: float = 60) -> None:
+def _wait_queue_empty(timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=30,

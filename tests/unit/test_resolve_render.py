@@ -143,3 +143,11 @@ def test_undefined_template_variables_are_errors(tmp_path: Path) -> None:
     resolved = resolve(spec(), site(template="broken.sh.j2"), {}, "python3")
     with pytest.raises(RenderError, match="no_such_thing"):
         render_script(resolved, RunFiles(tmp_path / "run"), environment([tmp_path / "tpl"]))
+
+
+def test_memory_check_can_be_turned_off_to_measure_where_it_breaks() -> None:
+    big = (("m", 100_000), ("n", 100_000), ("k", 100_000))
+    assert resolve(spec(params=big), site(), {}, "python3").skipped
+    from dataclasses import replace
+
+    assert not resolve(replace(spec(params=big), check_memory=False), site(), {}, "python3").skipped

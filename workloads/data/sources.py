@@ -7,6 +7,8 @@
 - ``file:/path``: a large file streamed from disk through ``numpy.memmap`` (read
   as each batch needs it, never loaded whole): ``*.bin`` is nanoGPT's format
   (uint16 GPT-2 token ids, e.g. OpenWebText's train.bin), anything else bytes.
+  ``file:@corpus`` streams the shipped corpus from disk the same way (the
+  streaming path, runnable anywhere: rehearsals and tests).
 - genomes (GenSLM): rows of codon ids, one genome per row.
 
 An epoch visits every non-overlapping window of seq_len+1 tokens once, in an
@@ -112,11 +114,12 @@ def open_source(spec: str, vocab_size: int, device: torch.device, seed: int, ran
     if spec == "text":
         return Windows("text", np.frombuffer(CORPUS.read_bytes(), dtype=np.uint8), device, seed, 255)
     if spec.startswith("file:"):
-        path = Path(spec[len("file:"):]).expanduser()
+        name = spec[len("file:"):]
+        path = CORPUS if name == "@corpus" else Path(name).expanduser()
         if not path.is_file():
             raise Refused(f"data file {path} does not exist")
         if path.suffix == ".bin":
             # GPT-2 token ids (< 50257) as nanoGPT writes them; not scanned (the file may be GiBs).
             return Windows(f"file:{path}", np.memmap(path, dtype=np.uint16, mode="r"), device, seed, None)
         return Windows(f"file:{path}", np.memmap(path, dtype=np.uint8, mode="r"), device, seed, 255)
-    raise Refused(f"unknown data {spec!r}: use synthetic, text or file:/path")
+    raise Refused(f"unknown data {spec!r}: use synthetic, text, file:/path or file:@corpus")
