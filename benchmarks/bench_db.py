@@ -28,6 +28,7 @@ import sqlalchemy as sa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from orchestrator.db import results  # noqa: E402
 from orchestrator.db.engine import open_database  # noqa: E402
 from orchestrator.db.models import Attempt, Metrics, Run, SweepRecord  # noqa: E402
 from orchestrator.ingest import EnvironmentCache, store_metrics_many  # noqa: E402
@@ -109,6 +110,8 @@ def bench(url: str, rows: int, ingest_rows: int, workdir: Path) -> dict[str, flo
             "INSERT INTO metrics (attempt_id, schema, tflops, raw, ingested_at) "
             "SELECT id, 'orch.metrics/1', 100.0 + (id % 97), '{}', finished_at FROM attempts WHERE id > :n"),
             {"n": ingest_rows})
+        # What `orch status` writes as each attempt ends, for all of them at once.
+        session.execute(sa.text(f"INSERT INTO result_rows ({results.COLUMNS}) {results.SELECT}"))
     engine = sessions.kw["bind"]
     if engine.dialect.name == "postgresql":
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:

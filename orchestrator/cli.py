@@ -11,10 +11,9 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,10 +22,10 @@ from orchestrator import __version__, paths
 from orchestrator.db.engine import open_database, redact
 from orchestrator.errors import UserError
 from orchestrator.follow import ACTIVE, poll_once, state_counts
+if TYPE_CHECKING:
+    from orchestrator.plan import PlannedRun
 from orchestrator.output import console, err_console, print_json, print_rows, print_table
-from orchestrator.plan import PlannedRun, plan_sweep, record_plan
 from orchestrator.submit import Executors, submit_runs
-from orchestrator.sweep import parse_sweep
 
 app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_enable=False,
                   help="Benchmark campaigns of AI workloads on HPC sites: one sweep file to SQL rows.\n\n"
@@ -87,7 +86,7 @@ def main_options(
 
 # ---------------------------------------------------------------- plan
 
-def _plan_rows(plans: list[PlannedRun]) -> tuple[list[str], list[list[object]]]:
+def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]]:
     columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "nodes",
                "queue", "tier", "status", "new", "reason"]
     rows: list[list[object]] = []
@@ -122,6 +121,9 @@ def plan(
     Re-planning the same sweep adds nothing twice. Runs a site cannot do are kept as
     [bold]skipped[/bold] with the reason.
     """
+    from orchestrator.plan import plan_sweep, record_plan
+    from orchestrator.sweep import parse_sweep
+
     c = ctx_obj(ctx)
     loaded = parse_sweep(sweep_file, variant=variant)
     plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
@@ -189,6 +191,8 @@ def _follow(c: Context, executors: Executors, sweep: str | None, site: str | Non
     """Poll until nothing is active (watch) or once; returns the number of polls. Runs waiting
     for a retry are resubmitted; with ``submit_planned`` (``orch run``) so are planned runs a
     queue limit held back."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     waiting = ("submitting", "submitted", "running", "retry") + (("planned",) if submit_planned else ())
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=err_console,
@@ -282,6 +286,9 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Plan, submit and follow a sweep to the end, then print its results."""
+    from orchestrator.plan import plan_sweep, record_plan
+    from orchestrator.sweep import parse_sweep
+
     c = ctx_obj(ctx)
     loaded = parse_sweep(sweep_file, variant=variant)
     plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)

@@ -19,9 +19,9 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator.db.models import Attempt, Run
+from orchestrator.db.results import record_results
 from orchestrator.executors import FailureClass, JobInfo, JobState
-from orchestrator.ingest import read_metrics, store_metrics
-from orchestrator.render import RunFiles
+from orchestrator.runfiles import RunFiles
 from orchestrator.submit import Executors
 
 ACTIVE = ("submitting", "pending", "running")
@@ -89,6 +89,8 @@ def _finish(session: Session, attempt: Attempt, info: JobInfo, report: PollRepor
     attempt.exit_code = info.exit_code
     attempt.finished_at = _parse_time(info.finished_at) or now
     if info.state == JobState.COMPLETED:
+        from orchestrator.ingest import read_metrics, store_metrics  # pydantic only when collecting
+
         metrics, outcome = read_metrics(RunFiles(Path(run.run_dir or "")).metrics)
         if metrics is not None:
             store_metrics(session, attempt, metrics)
@@ -101,6 +103,7 @@ def _finish(session: Session, attempt: Attempt, info: JobInfo, report: PollRepor
         attempt.failure_class = (info.failure or FailureClass.FAILED).value
         attempt.reason = info.reason
     report.ended += 1
+    record_results(session, [attempt.id])
     if attempt.state == "failed":
         report.failures[attempt.failure_class or "failed"] = report.failures.get(attempt.failure_class or "failed", 0) + 1
         retry_on = json.loads(run.retry_on or "[]")

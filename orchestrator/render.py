@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import jinja2
 from orchestrator import paths
 from orchestrator.errors import UserError
 from orchestrator.resolve import AFFINITY_WRAPPER, Resolved
+from orchestrator.runfiles import RunFiles, job_name  # noqa: F401  (re-exported)
 from orchestrator.timefmt import format_hms
 
 
@@ -75,39 +75,8 @@ def environment(template_dirs: list[Path] | None = None) -> jinja2.Environment:
     return env
 
 
-@dataclass(frozen=True)
-class RunFiles:
-    """Where a run's files live (on the shared filesystem the job sees)."""
-
-    run_dir: Path
-
-    @property
-    def script(self) -> Path:
-        return self.run_dir / "job.sh"
-
-    @property
-    def metrics(self) -> Path:
-        return self.run_dir / "metrics.json"
-
-    @property
-    def spec(self) -> Path:
-        return self.run_dir / "spec.json"
-
-    @property
-    def stdout(self) -> Path:
-        return self.run_dir / "stdout.log"
-
-    @property
-    def stderr(self) -> Path:
-        return self.run_dir / "stderr.log"
-
-
 # The variable that limits a process to some devices, by device type.
 _AFFINITY_VARS = {"cuda": "CUDA_VISIBLE_DEVICES", "xpu": "ZE_AFFINITY_MASK", "hpu": "HABANA_VISIBLE_MODULES"}
-
-
-def job_name(run_id: str, attempt: int | None = None) -> str:
-    return f"orch-{run_id}" + (f"-a{attempt}" if attempt is not None else "")
 
 
 def render_script(resolved: Resolved, files: RunFiles, env: jinja2.Environment | None = None) -> str:

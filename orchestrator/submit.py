@@ -18,9 +18,9 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator.db.models import Attempt, Run
+from orchestrator.db.results import record_results
 from orchestrator.executors import Executor, JobRequest, executor_for
-from orchestrator.render import RunFiles, job_name
-from orchestrator.sites import load_site
+from orchestrator.runfiles import RunFiles, job_name
 
 SUBMITTABLE = ("planned", "retry")
 
@@ -48,6 +48,8 @@ class Executors:
     def for_site(self, site: str, system: str | None = None) -> Executor:
         key = f"{site}:{system}" if system else site
         if key not in self._by_site:
+            from orchestrator.sites import load_site  # pydantic and YAML only when a site is needed
+
             profile = load_site(key, self.sites_dirs)
             self._by_site[key] = executor_for(profile.scheduler, executor_folder(self.state_dir, site),
                                               profile.executor)
@@ -176,3 +178,4 @@ def _record_refused(sessions: sessionmaker[Session], claimed: list[tuple[Run, At
             retry = "launch_error" in json.loads(run.retry_on or "[]") and attempt.number < run.max_attempts
             session.execute(update(Run).where(Run.id == run.id)
                             .values(status="retry" if retry else "failed", updated_at=now))
+        record_results(session, [attempt.id for _, attempt in claimed])
