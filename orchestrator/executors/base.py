@@ -150,6 +150,20 @@ class BatchExecutor(Executor):
     def _submit_group(self, requests: list[JobRequest]) -> list[str | None]:
         """Submit one chunk (a plain job when it holds one request, else an array)."""
 
+    def _read_scripts(self, requests: list[JobRequest]) -> list[str] | None:
+        """The rendered scripts of a chunk (run directories made); None, with every request
+        of the chunk in ``submit_errors``, when one cannot be read."""
+        texts: list[str] = []
+        for req in requests:
+            try:
+                texts.append(Path(req.script_path).read_text())
+            except OSError as exc:
+                for other in requests:
+                    self.submit_errors[other.job_name] = f"cannot read {req.script_path}: {exc}"
+                return None
+            Path(req.run_dir).mkdir(parents=True, exist_ok=True)
+        return texts
+
     def _admitted(self, requests: list[JobRequest]) -> int:
         max_queued = self.options.get("max_queued_jobs")
         if max_queued is None:

@@ -821,15 +821,9 @@ class OrchPbsExecutor(BatchExecutor):
 
     def _submit_group(self, reqs: list[JobRequest]) -> list[str | None]:
         names = [r.job_name for r in reqs]
-        texts: list[str] = []
-        for r in reqs:
-            try:
-                texts.append(Path(r.script_path).read_text())
-            except OSError as exc:
-                for n in names:
-                    self.submit_errors[n] = f"cannot read {r.script_path}: {exc}"
-                return [None] * len(reqs)
-            Path(r.run_dir).mkdir(parents=True, exist_ok=True)
+        texts = self._read_scripts(reqs)
+        if texts is None:
+            return [None] * len(reqs)
         array = len(reqs) >= 2
         digest = _digest(names)
         if array:

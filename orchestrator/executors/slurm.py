@@ -699,16 +699,9 @@ class SlurmExecutor(BatchExecutor):
 
     def _submit_array(self, reqs: list[JobRequest]) -> list[str | None]:
         names = [r.job_name for r in reqs]
-        texts: list[str] = []
-        for r in reqs:
-            try:
-                texts.append(Path(r.script_path).read_text())
-            except OSError as e:
-                for n in names:
-                    self.submit_errors[n] = f"cannot read {r.script_path}: {e}"
-                return [None] * len(reqs)
-        for r in reqs:
-            Path(r.run_dir).mkdir(parents=True, exist_ok=True)
+        texts = self._read_scripts(reqs)
+        if texts is None:
+            return [None] * len(reqs)
         digest = _digest(names)
         array_name = f"orch-array-{digest}"
         n = len(reqs)
