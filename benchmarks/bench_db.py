@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.db import results  # noqa: E402
 from orchestrator.db.engine import open_database  # noqa: E402
-from orchestrator.db.models import Attempt, Metrics, Run, SweepRecord  # noqa: E402
+from orchestrator.db.models import Attempt, Run, SweepRecord  # noqa: E402
 from orchestrator.ingest import EnvironmentCache, store_metrics_many  # noqa: E402
 from orchestrator.metrics_schema import MetricsFile  # noqa: E402
 

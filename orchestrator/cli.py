@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from orchestrator import __version__, paths
 from orchestrator.db.engine import open_database, redact
 from orchestrator.errors import UserError
-from orchestrator.follow import ACTIVE, poll_once, state_counts
+from orchestrator.follow import poll_once, state_counts
 if TYPE_CHECKING:
     from orchestrator.plan import PlannedRun
 from orchestrator.output import console, err_console, print_json, print_rows, print_table

@@ -13,7 +13,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.errors import SourceError
 from orchestrator.timefmt import parse_walltime
 from orchestrator.yamlsource import Loc, YamlDocument, load_yaml
 from workloads import registry

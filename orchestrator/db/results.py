@@ -18,7 +18,7 @@ COLUMNS = (
     "submitted_at, finished_at"
 )
 
-SELECT = f"""
+SELECT = """
 SELECT a.id, r.id, r.sweep, r.experiment, r.site, r.system, r.workload, a.state, a.failure_class, a.number,
        r.device_type, COALESCE(m.device_model, r.device_model), r.devices, r.nodes, r.precision, r.strategy,
        r.batch_size, r.seq_len, r.repeat, r.params,

@@ -67,7 +67,7 @@ from typing import Any, Mapping, Sequence
 
 from submitit.core import core, job_environment, utils
 
-from orchestrator.executors.base import (BatchExecutor, Executor, FailureClass, JobInfo, JobRequest, JobState,
+from orchestrator.executors.base import (BatchExecutor, FailureClass, JobInfo, JobRequest, JobState,
                                          SchedulerError)
 
 QSTAT_QUERY = ("-x", "-t", "-f", "-F", "json")

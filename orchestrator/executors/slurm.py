@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from orchestrator.executors.base import (BatchExecutor, Executor, FailureClass, JobInfo, JobRequest, JobState,
+from orchestrator.executors.base import (BatchExecutor, FailureClass, JobInfo, JobRequest, JobState,
                                          SchedulerError)
 
 __all__ = [

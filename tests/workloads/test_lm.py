@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workloads.workload_helpers import REPO, run_module
+from tests.workloads.workload_helpers import run_module
 from workloads import flops
 from workloads.models.configs import SIZES, num_params
 
