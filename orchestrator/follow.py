@@ -9,7 +9,6 @@ sweep's retry policy names is retried while attempts remain.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -106,12 +105,8 @@ def _finish(session: Session, attempt: Attempt, info: JobInfo, report: PollRepor
     record_results(session, [attempt.id])
     if attempt.state == "failed":
         report.failures[attempt.failure_class or "failed"] = report.failures.get(attempt.failure_class or "failed", 0) + 1
-        retry_on = json.loads(run.retry_on or "[]")
-        if attempt.failure_class in retry_on and attempt.number < run.max_attempts:
-            run.status = "retry"
-            report.retried += 1
-        else:
-            run.status = "cancelled" if attempt.failure_class == "cancelled" else "failed"
+        run.status = run.status_after_failure(attempt.number, attempt.failure_class)
+        report.retried += run.status == "retry"
 
 
 def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollReport:

@@ -8,7 +8,6 @@ UPDATE whose row count says who won.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -175,7 +174,6 @@ def _record_refused(sessions: sessionmaker[Session], claimed: list[tuple[Run, At
         for run, attempt in claimed:
             session.execute(update(Attempt).where(Attempt.id == attempt.id).values(
                 state="failed", failure_class="launch_error", reason=reason, finished_at=now))
-            retry = "launch_error" in json.loads(run.retry_on or "[]") and attempt.number < run.max_attempts
-            session.execute(update(Run).where(Run.id == run.id)
-                            .values(status="retry" if retry else "failed", updated_at=now))
+            session.execute(update(Run).where(Run.id == run.id).values(
+                status=run.status_after_failure(attempt.number, "launch_error"), updated_at=now))
         record_results(session, [attempt.id for _, attempt in claimed])

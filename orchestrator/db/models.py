@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
@@ -70,6 +71,13 @@ class Run(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
     attempts: Mapped[list["Attempt"]] = relationship(back_populates="run", order_by="Attempt.number")
+
+    def status_after_failure(self, attempt_number: int, failure_class: str | None) -> str:
+        """The run's status once attempt ``attempt_number`` failed with ``failure_class``:
+        ``retry`` while the sweep's policy names the class and attempts remain."""
+        if failure_class in json.loads(self.retry_on or "[]") and attempt_number < self.max_attempts:
+            return "retry"
+        return "cancelled" if failure_class == "cancelled" else "failed"
 
 
 class Attempt(Base):
