@@ -14,18 +14,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator import __version__, paths
-from orchestrator.db.engine import open_database, redact
+from orchestrator.db.engine import open_engine, redact, session_factory
+from orchestrator.db.state import needs_follow, state_counts
 from orchestrator.errors import UserError
-from orchestrator.follow import poll_once, state_counts
-if TYPE_CHECKING:
-    from orchestrator.plan import PlannedRun
 from orchestrator.output import console, err_console, print_json, print_rows, print_table
-from orchestrator.submit import Executors, submit_runs
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from orchestrator.plan import PlannedRun
+    from orchestrator.submit import Executors
+
+# The ORM, the executors and the stage modules are imported by the commands that use them:
+# `orch status` with nothing in flight needs none of them and answers in a fraction of a second.
 
 app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_enable=False,
                   help="Benchmark campaigns of AI workloads on HPC sites: one sweep file to SQL rows.\n\n"
@@ -47,15 +52,25 @@ class Context:
     db_url: str
     sites_dirs: list[Path]
     state_dir: Path
-    _sessions: sessionmaker[Session] | None = None
+    _engine: Engine | None = None
+    _sessions: "sessionmaker[Session] | None" = None
 
     @property
-    def sessions(self) -> sessionmaker[Session]:
+    def engine(self) -> Engine:
+        """The database, migrated to the newest schema on first use."""
+        if self._engine is None:
+            self._engine = open_engine(self.db_url)
+        return self._engine
+
+    @property
+    def sessions(self) -> "sessionmaker[Session]":
         if self._sessions is None:
-            self._sessions = open_database(self.db_url)
+            self._sessions = session_factory(self.engine)
         return self._sessions
 
-    def executors(self) -> Executors:
+    def executors(self) -> "Executors":
+        from orchestrator.submit import Executors
+
         return Executors(self.state_dir, self.sites_dirs)
 
 
@@ -156,6 +171,8 @@ def submit(
     as_json: JsonOpt = False,
 ) -> None:
     """Submit planned runs to their site's scheduler (each run exactly once)."""
+    from orchestrator.submit import submit_runs
+
     c = ctx_obj(ctx)
     report = submit_runs(c.sessions, c.executors(), site=site, sweep=sweep, dry_run=dry_run)
     if as_json:
@@ -186,12 +203,15 @@ def _print_counts(counts: dict[str, int], as_json: bool) -> None:
     print_table(["state", "runs"], [[k, counts[k]] for k in keys] + [["total", sum(counts.values())]])
 
 
-def _follow(c: Context, executors: Executors, sweep: str | None, site: str | None, interval: float,
-            watch: bool, quiet: bool = False, submit_planned: bool = False) -> int:
-    """Poll until nothing is active (watch) or once; returns the number of polls. Runs waiting
-    for a retry are resubmitted; with ``submit_planned`` (``orch run``) so are planned runs a
-    queue limit held back."""
+def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | None, interval: float,
+            watch: bool, quiet: bool = False, submit_planned: bool = False) -> tuple[int, dict[str, int]]:
+    """Poll until nothing is active (watch) or once; returns the number of polls and the runs per
+    state after the last one. Runs waiting for a retry are resubmitted; with ``submit_planned``
+    (``orch run``) so are planned runs a queue limit held back."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from orchestrator.follow import poll_once
+    from orchestrator.submit import submit_runs
 
     waiting = ("submitting", "submitted", "running", "retry") + (("planned",) if submit_planned else ())
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -204,13 +224,13 @@ def _follow(c: Context, executors: Executors, sweep: str | None, site: str | Non
             polls += 1
             submit_runs(c.sessions, executors, site=site, sweep=sweep,
                         run_ids=None if submit_planned else _retry_ids(c, sweep, site))
-            counts = state_counts(c.sessions, sweep, site)
+            counts = state_counts(c.engine, sweep, site)
             total = sum(v for k, v in counts.items() if k != "skipped")
             done = sum(counts.get(k, 0) for k in ("finished", "failed", "cancelled"))
             detail = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
             progress.update(task, total=max(total, 1), completed=done, detail=detail)
             if not watch or not any(counts.get(k, 0) for k in waiting):
-                return polls
+                return polls, counts
             time.sleep(interval)
 
 
@@ -237,14 +257,20 @@ def status(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between polls with --watch.")] = 5.0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Follow submitted runs: ask the scheduler (one query per site), collect metrics, retry by policy."""
+    """Follow submitted runs: ask the scheduler (one query per site), collect metrics, retry by policy.
+
+    With nothing in flight (no job the scheduler has, no run waiting for a retry) no scheduler
+    is asked and only the counts are printed ([bold]polls[/bold] 0 in --json).
+    """
     c = ctx_obj(ctx)
-    executors = c.executors()
-    polls = _follow(c, executors, sweep, site, interval, watch, quiet=as_json)
-    counts = state_counts(c.sessions, sweep, site)
+    if needs_follow(c.engine, sweep, site):
+        executors = c.executors()
+        polls, counts = _follow(c, executors, sweep, site, interval, watch, quiet=as_json)
+        calls = executors.calls()
+    else:
+        polls, counts, calls = 0, state_counts(c.engine, sweep, site), {}
     if as_json:
-        print_json({"counts": counts, "total": sum(counts.values()), "polls": polls,
-                    "scheduler_calls": executors.calls()})
+        print_json({"counts": counts, "total": sum(counts.values()), "polls": polls, "scheduler_calls": calls})
     else:
         _print_counts(counts, as_json)
 
@@ -287,6 +313,7 @@ def run(
 ) -> None:
     """Plan, submit and follow a sweep to the end, then print its results."""
     from orchestrator.plan import plan_sweep, record_plan
+    from orchestrator.submit import submit_runs
     from orchestrator.sweep import parse_sweep
 
     c = ctx_obj(ctx)

@@ -13,17 +13,22 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator.db.models import Attempt, Run
 from orchestrator.db.results import record_results
+from orchestrator.db.state import ACTIVE_ATTEMPTS
 from orchestrator.executors import FailureClass, JobInfo, JobState
 from orchestrator.runfiles import RunFiles
 from orchestrator.submit import Executors
 
-ACTIVE = ("submitting", "pending", "running")
+if TYPE_CHECKING:
+    from orchestrator.ingest import IngestOutcome
+
+ACTIVE = ACTIVE_ATTEMPTS
 # How long an intent without a job id may wait for the scheduler to show the job.
 SUBMIT_GRACE = timedelta(seconds=float(os.environ.get("ORCH_SUBMIT_GRACE_S", "60")))
 # How long a submitted job may stay unknown to the scheduler (accounting lag, a controller
@@ -83,30 +88,41 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
                 report.returned_to_plan += 1
 
 
-def _finish(session: Session, attempt: Attempt, info: JobInfo, report: PollReport, now: datetime) -> None:
-    run = attempt.run
-    attempt.exit_code = info.exit_code
-    attempt.finished_at = _parse_time(info.finished_at) or now
-    if info.state == JobState.COMPLETED:
-        from orchestrator.ingest import read_metrics, store_metrics  # pydantic only when collecting
+def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report: PollReport,
+                 now: datetime) -> None:
+    """Record the attempts that ended in this poll: metrics of the completed ones collected in
+    one batch, failures classified, retries decided, result rows written."""
+    if not ended:
+        return
+    completed = [attempt for attempt, info in ended if info.state == JobState.COMPLETED]
+    outcomes: dict[int, IngestOutcome] = {}
+    if completed:
+        from orchestrator.ingest import collect  # pydantic only when collecting
 
-        metrics, outcome = read_metrics(RunFiles(Path(run.run_dir or "")).metrics)
-        if metrics is not None:
-            store_metrics(session, attempt, metrics)
-            attempt.state, run.status = "completed", "finished"
-            report.ingested += 1
+        session.flush()
+        outcomes = collect(session, [(a.id, RunFiles(Path(a.run.run_dir or "")).metrics) for a in completed])
+    for attempt, info in ended:
+        run = attempt.run
+        attempt.exit_code = info.exit_code
+        attempt.finished_at = _parse_time(info.finished_at) or now
+        if info.state == JobState.COMPLETED:
+            outcome = outcomes[attempt.id]
+            if outcome.ok:
+                attempt.state, run.status = "completed", "finished"
+                report.ingested += 1
+            else:
+                attempt.state, attempt.failure_class, attempt.reason = "failed", outcome.failure, outcome.reason
         else:
-            attempt.state, attempt.failure_class, attempt.reason = "failed", outcome.failure, outcome.reason
-    else:
-        attempt.state = "failed"
-        attempt.failure_class = (info.failure or FailureClass.FAILED).value
-        attempt.reason = info.reason
-    report.ended += 1
-    record_results(session, [attempt.id])
-    if attempt.state == "failed":
-        report.failures[attempt.failure_class or "failed"] = report.failures.get(attempt.failure_class or "failed", 0) + 1
-        run.status = run.status_after_failure(attempt.number, attempt.failure_class)
-        report.retried += run.status == "retry"
+            attempt.state = "failed"
+            attempt.failure_class = (info.failure or FailureClass.FAILED).value
+            attempt.reason = info.reason
+        report.ended += 1
+        if attempt.state == "failed":
+            failure = attempt.failure_class or "failed"
+            report.failures[failure] = report.failures.get(failure, 0) + 1
+            run.status = run.status_after_failure(attempt.number, attempt.failure_class)
+            report.retried += run.status == "retry"
+    record_results(session, [attempt.id for attempt, _ in ended])
 
 
 def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollReport:
@@ -121,6 +137,7 @@ def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollRepo
         active = list(session.scalars(select(Attempt).where(Attempt.state.in_(ACTIVE), Attempt.job_id.is_not(None))
                                       .with_for_update(skip_locked=True, of=Attempt)))
         by_site: dict[tuple[str, str | None], list[Attempt]] = {}
+        ended: list[tuple[Attempt, JobInfo]] = []
         for attempt in active:
             by_site.setdefault((attempt.run.site, attempt.run.system), []).append(attempt)
         for (site, system), attempts in by_site.items():
@@ -138,24 +155,15 @@ def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollRepo
                 attempt.max_rss_mb = info.max_rss_mb if info.max_rss_mb is not None else attempt.max_rss_mb
                 attempt.started_at = attempt.started_at or _parse_time(info.started_at)
                 if info.ended:
-                    _finish(session, attempt, info, report, now)
+                    ended.append((attempt, info))
                 elif info.state == JobState.RUNNING:
                     attempt.state, attempt.run.status = "running", "running"
                     attempt.started_at = attempt.started_at or now
                 else:
                     attempt.reason = info.reason
+        _record_ends(session, ended, report, now)
         report.active = session.scalar(select(func.count()).select_from(Attempt).where(Attempt.state.in_(ACTIVE))) or 0
     return report
-
-
-def state_counts(sessions: sessionmaker[Session], sweep: str | None = None, site: str | None = None) -> dict[str, int]:
-    with sessions() as session:
-        query = select(Run.status, func.count()).group_by(Run.status)
-        if sweep:
-            query = query.where(Run.sweep == sweep)
-        if site:
-            query = query.where(Run.site == site)
-        return {status: count for status, count in session.execute(query)}
 
 
 def cancel_runs(sessions: sessionmaker[Session], executors: Executors, sweep: str | None = None,

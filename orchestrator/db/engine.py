@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator import paths
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy.orm import Session, sessionmaker
 
-# alembic is imported only when migrating: most commands just check the revision, and
-# `orch status` should start fast.
+# alembic is imported only when migrating, and the ORM only by commands that use it: most
+# commands just check the revision, and `orch status` should start fast.
 
 
 def redact(url: str) -> str:
@@ -111,8 +111,8 @@ def head_revision() -> str | None:
     return numbers[-1] if numbers else None
 
 
-def open_database(url: str) -> sessionmaker[Session]:
-    """An engine on ``url`` with its schema at head, as a session factory."""
+def open_engine(url: str) -> Engine:
+    """An engine on ``url`` with its schema at head (migrated first when it is behind)."""
     engine = make_engine(url)
     try:
         if current_revision(engine) != head_revision():
@@ -121,4 +121,15 @@ def open_database(url: str) -> sessionmaker[Session]:
         raise
     except Exception as exc:  # connection refused, auth failed, ...
         raise UserError(f"cannot open database {redact(url)}: {str(exc).splitlines()[0]}") from None
+    return engine
+
+
+def session_factory(engine: Engine) -> "sessionmaker[Session]":
+    from sqlalchemy.orm import sessionmaker
+
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def open_database(url: str) -> "sessionmaker[Session]":
+    """An engine on ``url`` with its schema at head, as a session factory."""
+    return session_factory(open_engine(url))

@@ -154,6 +154,8 @@ class MetricValue(Base):
     """One numeric metric of one attempt, by name (every metric the workload reported)."""
 
     __tablename__ = "metric_values"
+    # SQLite keeps it without a rowid (migration 0004): one b-tree entry per metric.
+    __table_args__ = {"sqlite_with_rowid": False}
     attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id"), primary_key=True)
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[float] = mapped_column(Float)

@@ -75,3 +75,9 @@ def test_status_json_and_submit_dry_run(workdir: Path) -> None:
     assert json.loads(run_orch("submit", "--json", cwd=workdir, check=True).stdout)["submitted"] == []
     final = json.loads(run_orch("status", "--watch", "--interval", "0.5", "--json", cwd=workdir, check=True).stdout)
     assert final["counts"] == {"finished": 2} and final["total"] == 2
+    assert final["polls"] >= 1 and final["scheduler_calls"]  # jobs were in flight: the executor was asked
+    # Nothing in flight any more: status answers from the database alone, asking no scheduler.
+    idle = json.loads(run_orch("status", "--json", cwd=workdir, check=True).stdout)
+    assert idle == {"counts": {"finished": 2}, "total": 2, "polls": 0, "scheduler_calls": {}}
+    table = run_orch("status", cwd=workdir, check=True).stdout
+    assert "finished" in table and "2" in table

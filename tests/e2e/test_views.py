@@ -151,3 +151,74 @@ def test_documented_queries_are_valid_on_both_backends(db_url: str) -> None:
     with sessions() as session:
         for query_file in sorted((Path(__file__).resolve().parents[2] / "db" / "queries").glob("*.sql")):
             session.execute(sa.text(query_file.read_text())).all()
+
+
+GROUPED = ("SELECT workload, precision, devices, COUNT(*) AS n, AVG(tflops) AS tflops FROM results "
+           "WHERE status = 'completed' GROUP BY workload, precision, devices")
+
+
+def test_upgrade_to_clustered_result_rows_keeps_every_row(workdir: Path, db_url: str) -> None:
+    """0003 -> head with results and metric values in it: the same rows come out, and on SQLite the
+    comparison axes are the storage order (grouping by them needs no sort); downgrading keeps them too."""
+    from orchestrator.db import results
+    from orchestrator.db.engine import current_revision, head_revision, make_engine, upgrade
+
+    engine = make_engine(db_url)
+    upgrade(engine, "0003")
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO sweeps (name, path, content_hash, content, created_at) "
+                             "VALUES ('old', '/x.yaml', 'abc', 'name: old', CURRENT_TIMESTAMP)"))
+        sweep_id = conn.execute(sa.text("SELECT id FROM sweeps")).scalar_one()
+        for i in range(12):
+            conn.execute(sa.text(
+                "INSERT INTO runs (id, sweep_id, sweep, experiment, workload, site, status, devices, precision, "
+                "repeat, params, spec, walltime_s, max_attempts, retry_on, created_at, updated_at) VALUES "
+                "(:id, :s, 'old', 'e', :w, 'local', 'finished', :d, :p, 0, '{}', '{}', 60, 1, '[]', "
+                "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"),
+                {"id": f"r{i}", "s": sweep_id, "w": "gemm" if i % 3 else "conv2d", "d": 1 + i % 4,
+                 "p": "bf16" if i % 2 else "fp32"})
+            attempt_id = conn.execute(sa.text(
+                "INSERT INTO attempts (run_id, number, state, scheduler, job_name, created_at) VALUES "
+                "(:r, 1, 'completed', 'local', :j, CURRENT_TIMESTAMP) RETURNING id"), {"r": f"r{i}", "j": f"j{i}"}
+            ).scalar_one()
+            conn.execute(sa.text("INSERT INTO metrics (attempt_id, schema, tflops, raw, ingested_at) VALUES "
+                                 "(:a, 'orch.metrics/1', :t, '{}', CURRENT_TIMESTAMP)"), {"a": attempt_id, "t": 1.0 + i})
+            conn.execute(sa.text("INSERT INTO metric_values (attempt_id, name, value) VALUES (:a, 'tflops', :t), "
+                                 "(:a, 'step_time_s', 0.5)"), {"a": attempt_id, "t": 1.0 + i})
+        conn.execute(sa.text(f"INSERT INTO result_rows ({results.COLUMNS}) {results.SELECT}"))
+
+    def snapshot() -> tuple[list, list, list]:
+        with engine.connect() as conn:
+            return (sorted(tuple(r) for r in conn.execute(sa.text("SELECT * FROM results"))),
+                    sorted(tuple(r) for r in conn.execute(sa.text("SELECT * FROM metric_values"))),
+                    sorted(tuple(r) for r in conn.execute(sa.text(GROUPED))))
+
+    before = snapshot()
+    assert len(before[0]) == 12 and len(before[1]) == 24
+    upgrade(engine)
+    assert current_revision(engine) == head_revision()
+    assert snapshot() == before
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            create = conn.execute(sa.text("SELECT sql FROM sqlite_master WHERE name = 'result_rows'")).scalar_one()
+            assert "WITHOUT ROWID" in create
+            plan = " ".join(str(r[-1]) for r in conn.execute(sa.text("EXPLAIN QUERY PLAN " + GROUPED)))
+            assert "TEMP B-TREE" not in plan, plan
+        # The per-attempt rewrite still finds its row by attempt id.
+        from orchestrator.db.engine import session_factory
+
+        with session_factory(engine).begin() as session:
+            results.record_results(session, [1, 2])
+        assert snapshot() == before
+        from alembic import command
+
+        from orchestrator.db.engine import _alembic_config
+
+        config = _alembic_config()
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0003")
+        assert current_revision(engine) == "0003" and snapshot() == before
+        upgrade(engine)
+        assert snapshot() == before
+    engine.dispose()
