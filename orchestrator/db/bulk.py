@@ -61,10 +61,14 @@ def _processed(row: tuple[Any, ...], processors: list[tuple[int, Callable[[Any],
     return tuple(values)
 
 
-# COPY's text format: tab-separated, \N for NULL, backslash escapes for the rest.
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+# COPY's text format: tab-separated, \N for NULL, backslash escapes for the rest. Chained
+# str.replace: str.translate with a mapping costs ~100 us on a 3 KB metrics document.
+def _copy_text(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
 _COPY_FORMATS: dict[type, Callable[[Any], str]] = {
-    str: lambda value: value.translate(_COPY_ESCAPES),
+    str: _copy_text,
     float: float.__repr__,  # shortest text that reads back as the same double
     int: int.__repr__,
     bool: lambda value: "t" if value else "f",
@@ -74,7 +78,7 @@ _COPY_FORMATS: dict[type, Callable[[Any], str]] = {
 
 def _copy_field(value: Any) -> str:
     format_value = _COPY_FORMATS.get(type(value))
-    return format_value(value) if format_value else str(value).translate(_COPY_ESCAPES)
+    return format_value(value) if format_value else _copy_text(str(value))
 
 
 def _copy(connection: Connection, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
