@@ -170,6 +170,9 @@ def bench(url: str, rows: int, ingest_rows: int, workdir: Path) -> dict[str, flo
                                             cwd=workdir, env=env, check=True, capture_output=True))
     startup_s = timed(lambda: subprocess.run([sys.executable, "-m", "orchestrator.cli", "--version"],
                                              cwd=workdir, env=env, check=True, capture_output=True))
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            print(f"PostgreSQL {conn.execute(sa.text('SHOW server_version')).scalar_one()}", flush=True)
     return {"result_rows": count, **rates, "grouped_query_s": query_s, "grouped_other_axes_s": other_s,
             "scaling_view_s": scaling_s, "orch_status_s": status_s, "cli_startup_s": startup_s}
 
@@ -181,6 +184,11 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--pg-url", default="postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
+    import platform
+    import sqlite3
+
+    print(f"python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs; "
+          f"{args.rows:,} result rows, {args.ingest:,} metrics files ingested", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for backend in args.backends.split(","):
