@@ -43,9 +43,10 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    # Grouped queries over a million result rows read the whole file: map it and keep a
-    # larger page cache than SQLite's 2 MB default.
-    cursor.execute("PRAGMA mmap_size=1073741824")
+    # Grouped queries over a million result rows read much of the file: map as much of it as
+    # SQLite's build allows (it caps the request; 2 GiB in Debian's) instead of a read() per
+    # page (~30% slower), and keep a larger page cache than SQLite's 2 MB default.
+    cursor.execute("PRAGMA mmap_size=68719476736")
     cursor.execute("PRAGMA cache_size=-131072")
     cursor.close()
 
