@@ -259,8 +259,7 @@ def status(
 ) -> None:
     """Follow submitted runs: ask the scheduler (one query per site), collect metrics, retry by policy.
 
-    With nothing in flight (no job the scheduler has, no run waiting for a retry) no scheduler
-    is asked and only the counts are printed ([bold]polls[/bold] 0 in --json).
+    Nothing in flight (no job with a scheduler, no run waiting for a retry): no scheduler is asked.
     """
     c = ctx_obj(ctx)
     if needs_follow(c.engine, sweep, site):
