@@ -33,7 +33,7 @@ from orchestrator.db import results  # noqa: E402
 from orchestrator.db.results import record_results  # noqa: E402
 from orchestrator.db.engine import open_database  # noqa: E402
 from orchestrator.db.models import Attempt, Run, SweepRecord  # noqa: E402
-from orchestrator.ingest import EnvironmentCache, collect, gc_paused, parse_metrics  # noqa: E402
+from orchestrator.ingest import EnvironmentCache, collect, gc_paused, load_metrics  # noqa: E402
 
 # The comparison every study table starts from: by workload, precision and device count.
 GROUPED = ("SELECT workload, precision, devices, COUNT(*) AS n, AVG(tflops) AS tflops "
@@ -115,7 +115,7 @@ def ingest(sessions, first: int, count: int, files_dir: Path, batch: int = 5_000
     start = time.perf_counter()
     with gc_paused():
         for _, path in paths:
-            parse_metrics(path.read_bytes(), path.name)
+            load_metrics(path)
     parse_s = time.perf_counter() - start
     environments = EnvironmentCache()
     start = time.perf_counter()

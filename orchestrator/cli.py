@@ -569,8 +569,11 @@ def db_upgrade(ctx: typer.Context) -> None:
 
     c = ctx_obj(ctx)
     engine = make_engine(c.db_url)
-    before = current_revision(engine)
-    upgrade(engine)
+    try:
+        before = current_revision(engine)
+        upgrade(engine)  # one transaction: a migration that fails leaves the database as it was
+    except Exception as exc:  # connection refused, a schema edited by hand, ...
+        raise UserError(f"cannot upgrade {redact(c.db_url)}: {str(exc).splitlines()[0]}") from None
     console.print(f"{redact(c.db_url)}: {before or 'empty'} -> {current_revision(engine)}")
 
 

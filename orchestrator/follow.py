@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator.db.models import Attempt, Run
 from orchestrator.db.results import record_results
-from orchestrator.db.state import ACTIVE_ATTEMPTS
+from orchestrator.db.state import ACTIVE_ATTEMPTS as ACTIVE
 from orchestrator.executors import FailureClass, JobInfo, JobState
 from orchestrator.runfiles import RunFiles
 from orchestrator.submit import Executors
@@ -28,7 +28,6 @@ from orchestrator.submit import Executors
 if TYPE_CHECKING:
     from orchestrator.ingest import IngestOutcome
 
-ACTIVE = ACTIVE_ATTEMPTS
 # How long an intent without a job id may wait for the scheduler to show the job.
 SUBMIT_GRACE = timedelta(seconds=float(os.environ.get("ORCH_SUBMIT_GRACE_S", "60")))
 # How long a submitted job may stay unknown to the scheduler (accounting lag, a controller
@@ -99,7 +98,6 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
     if completed:
         from orchestrator.ingest import collect  # pydantic only when collecting
 
-        session.flush()
         outcomes = collect(session, [(a.id, RunFiles(Path(a.run.run_dir or "")).metrics) for a in completed])
     for attempt, info in ended:
         run = attempt.run

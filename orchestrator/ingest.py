@@ -34,14 +34,19 @@ class IngestOutcome:
 
 def read_metrics(path: Path) -> tuple[MetricsFile | None, IngestOutcome]:
     """Parse and validate one metrics file; the outcome says why it was refused."""
+    metrics, outcome, _ = load_metrics(path)
+    return metrics, outcome
+
+
+def load_metrics(path: Path) -> tuple[MetricsFile | None, IngestOutcome, str]:
+    """Read and validate one metrics file; also returns its text as it will be stored."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return None, IngestOutcome(False, "missing_metrics", f"no metrics file at {path}")
+        return None, IngestOutcome(False, "missing_metrics", f"no metrics file at {path}"), ""
     except OSError as exc:
-        return None, IngestOutcome(False, "missing_metrics", f"cannot read {path}: {exc.strerror}")
-    metrics, outcome, _ = parse_metrics(raw, path.name)
-    return metrics, outcome
+        return None, IngestOutcome(False, "missing_metrics", f"cannot read {path}: {exc.strerror}"), ""
+    return parse_metrics(raw, path.name)
 
 
 def parse_metrics(raw: bytes | str, name: str = "metrics.json") -> tuple[MetricsFile | None, IngestOutcome, str]:
@@ -72,9 +77,7 @@ def _json_problem(raw: bytes | str, fast_error: ValueError) -> str:
     NaN/Infinity plainly); only bad files pay for the second parse."""
     try:
         json.loads(raw, parse_constant=_reject_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return f"not valid JSON ({exc})"
-    except ValueError as exc:
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, or NaN/Infinity refused
         return f"not valid JSON ({exc})"
     return f"not valid JSON ({fast_error})"
 
@@ -187,15 +190,7 @@ def _collect(session: Session, files: Sequence[tuple[int, Path]],
     good: list[tuple[int, MetricsFile]] = []
     raws: list[str] = []
     for attempt_id, path in files:
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            outcomes[attempt_id] = IngestOutcome(False, "missing_metrics", f"no metrics file at {path}")
-            continue
-        except OSError as exc:
-            outcomes[attempt_id] = IngestOutcome(False, "missing_metrics", f"cannot read {path}: {exc.strerror}")
-            continue
-        metrics, outcome, text = parse_metrics(raw, path.name)
+        metrics, outcome, text = load_metrics(path)
         outcomes[attempt_id] = outcome
         if metrics is not None:
             good.append((attempt_id, metrics))

@@ -95,6 +95,30 @@ def test_export(scaled: Path, fmt: str) -> None:
         assert table.num_rows == 6 and "tflops" in table.column_names
 
 
+def _old_run(conn: sa.Connection, run_id: str, workload: str = "gemm", devices: int = 1,
+             precision: str = "fp32", tflops: float = 2.5) -> int:
+    """A finished run with one completed attempt and its metrics, written with the SQL an older
+    schema (0001 on) accepts; the sweep 'old' is made on first use. Returns the attempt id."""
+    sweep_id = conn.execute(sa.text("SELECT id FROM sweeps WHERE name = 'old'")).scalar()
+    if sweep_id is None:
+        conn.execute(sa.text("INSERT INTO sweeps (name, path, content_hash, content, created_at) "
+                             "VALUES ('old', '/x.yaml', 'abc', 'name: old', CURRENT_TIMESTAMP)"))
+        sweep_id = conn.execute(sa.text("SELECT id FROM sweeps WHERE name = 'old'")).scalar_one()
+    conn.execute(sa.text(
+        "INSERT INTO runs (id, sweep_id, sweep, experiment, workload, site, status, devices, precision, "
+        "repeat, params, spec, walltime_s, max_attempts, retry_on, created_at, updated_at) VALUES "
+        "(:id, :s, 'old', 'e', :w, 'local', 'finished', :d, :p, 0, '{}', '{}', 60, 1, '[]', "
+        "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"), {"id": run_id, "s": sweep_id, "w": workload, "d": devices,
+                                                   "p": precision})
+    conn.execute(sa.text("INSERT INTO attempts (run_id, number, state, scheduler, job_name, created_at) "
+                         "VALUES (:r, 1, 'completed', 'local', :j, CURRENT_TIMESTAMP)"),
+                 {"r": run_id, "j": f"orch-{run_id}-a1"})
+    attempt_id = conn.execute(sa.text("SELECT id FROM attempts WHERE run_id = :r"), {"r": run_id}).scalar_one()
+    conn.execute(sa.text("INSERT INTO metrics (attempt_id, schema, tflops, raw, ingested_at) VALUES "
+                         "(:a, 'orch.metrics/1', :t, '{}', CURRENT_TIMESTAMP)"), {"a": attempt_id, "t": tflops})
+    return int(attempt_id)
+
+
 def test_old_database_is_upgraded_in_place(workdir: Path, db_url: str) -> None:
     """A database at migration 0001 with rows in it keeps every row through `orch db upgrade`."""
     from orchestrator.db.engine import current_revision, head_revision, make_engine, upgrade
@@ -102,19 +126,7 @@ def test_old_database_is_upgraded_in_place(workdir: Path, db_url: str) -> None:
     engine = make_engine(db_url)
     upgrade(engine, "0001")
     with engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO sweeps (name, path, content_hash, content, created_at) "
-                             "VALUES ('old', '/x.yaml', 'abc', 'name: old', CURRENT_TIMESTAMP)"))
-        sweep_id = conn.execute(sa.text("SELECT id FROM sweeps")).scalar_one()
-        conn.execute(sa.text(
-            "INSERT INTO runs (id, sweep_id, sweep, experiment, workload, site, status, devices, precision, "
-            "repeat, params, spec, walltime_s, max_attempts, retry_on, created_at, updated_at) VALUES "
-            "('r1', :s, 'old', 'e', 'gemm', 'local', 'finished', 1, 'fp32', 0, '{}', '{}', 60, 1, '[]', "
-            "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"), {"s": sweep_id})
-        conn.execute(sa.text("INSERT INTO attempts (run_id, number, state, scheduler, job_name, created_at) "
-                             "VALUES ('r1', 1, 'completed', 'local', 'orch-r1-a1', CURRENT_TIMESTAMP)"))
-        attempt_id = conn.execute(sa.text("SELECT id FROM attempts")).scalar_one()
-        conn.execute(sa.text("INSERT INTO metrics (attempt_id, schema, tflops, raw, ingested_at) VALUES "
-                             "(:a, 'orch.metrics/1', 2.5, '{}', CURRENT_TIMESTAMP)"), {"a": attempt_id})
+        _old_run(conn, "r1")
     engine.dispose()
     assert current_revision(make_engine(db_url)) == "0001"
 
@@ -166,23 +178,9 @@ def test_upgrade_to_clustered_result_rows_keeps_every_row(workdir: Path, db_url:
     engine = make_engine(db_url)
     upgrade(engine, "0003")
     with engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO sweeps (name, path, content_hash, content, created_at) "
-                             "VALUES ('old', '/x.yaml', 'abc', 'name: old', CURRENT_TIMESTAMP)"))
-        sweep_id = conn.execute(sa.text("SELECT id FROM sweeps")).scalar_one()
         for i in range(12):
-            conn.execute(sa.text(
-                "INSERT INTO runs (id, sweep_id, sweep, experiment, workload, site, status, devices, precision, "
-                "repeat, params, spec, walltime_s, max_attempts, retry_on, created_at, updated_at) VALUES "
-                "(:id, :s, 'old', 'e', :w, 'local', 'finished', :d, :p, 0, '{}', '{}', 60, 1, '[]', "
-                "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"),
-                {"id": f"r{i}", "s": sweep_id, "w": "gemm" if i % 3 else "conv2d", "d": 1 + i % 4,
-                 "p": "bf16" if i % 2 else "fp32"})
-            attempt_id = conn.execute(sa.text(
-                "INSERT INTO attempts (run_id, number, state, scheduler, job_name, created_at) VALUES "
-                "(:r, 1, 'completed', 'local', :j, CURRENT_TIMESTAMP) RETURNING id"), {"r": f"r{i}", "j": f"j{i}"}
-            ).scalar_one()
-            conn.execute(sa.text("INSERT INTO metrics (attempt_id, schema, tflops, raw, ingested_at) VALUES "
-                                 "(:a, 'orch.metrics/1', :t, '{}', CURRENT_TIMESTAMP)"), {"a": attempt_id, "t": 1.0 + i})
+            attempt_id = _old_run(conn, f"r{i}", workload="gemm" if i % 3 else "conv2d", devices=1 + i % 4,
+                                  precision="bf16" if i % 2 else "fp32", tflops=1.0 + i)
             conn.execute(sa.text("INSERT INTO metric_values (attempt_id, name, value) VALUES (:a, 'tflops', :t), "
                                  "(:a, 'step_time_s', 0.5)"), {"a": attempt_id, "t": 1.0 + i})
         conn.execute(sa.text(f"INSERT INTO result_rows ({results.COLUMNS}) {results.SELECT}"))
