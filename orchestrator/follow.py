@@ -9,7 +9,6 @@ sweep's retry policy names is retried while attempts remain.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -22,16 +21,26 @@ from orchestrator.db.models import Attempt, Run
 from orchestrator.db.results import record_results
 from orchestrator.db.state import ACTIVE_ATTEMPTS as ACTIVE
 from orchestrator.executors import FailureClass, JobInfo, JobState
+from orchestrator.executors.base import submit_window
 from orchestrator.runfiles import RunFiles
 from orchestrator.submit import Executors
 
 if TYPE_CHECKING:
     from orchestrator.ingest import IngestOutcome
 
-# How long an intent without a job id may wait for the scheduler to show the job.
-SUBMIT_GRACE = timedelta(seconds=float(os.environ.get("ORCH_SUBMIT_GRACE_S", "60")))
+
+def submit_grace() -> timedelta:
+    """How long an intent without a job id may wait for the scheduler to show the job before the
+    run is handed back to ``planned``: longer than a submit command may run (a qsub or sbatch
+    given up on can still succeed late), by a margin; both come from one place
+    (:func:`orchestrator.executors.base.submit_window`)."""
+    return timedelta(seconds=submit_window()[1])
+
+
 # How long a submitted job may stay unknown to the scheduler (accounting lag, a controller
-# restart) before it is called lost. Long enough that a restart never fails a run.
+# restart) before it is called lost. Long enough that a restart never fails a run. An answer
+# that carries an error (the scheduler could not be asked, or its answer left the job out)
+# never counts: a job is lost only when the scheduler, asked, says it does not know it.
 LOST_AFTER = timedelta(minutes=15)
 
 
@@ -68,6 +77,7 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
     by_site: dict[tuple[str, str | None], list[Attempt]] = {}
     for attempt in intents:
         by_site.setdefault((attempt.run.site, attempt.run.system), []).append(attempt)
+    grace = submit_grace()
     for (site, system), attempts in by_site.items():
         found = executors.for_site(site, system).find_by_name([a.job_name for a in attempts])
         for attempt in attempts:
@@ -77,7 +87,7 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
                 attempt.submitted_at = attempt.submitted_at or now
                 attempt.run.status = "submitted"
                 report.repaired += 1
-            elif now - _aware(attempt.created_at) > SUBMIT_GRACE:  # type: ignore[operator]
+            elif now - _aware(attempt.created_at) > grace:  # type: ignore[operator]
                 # The scheduler never got it: the run was not submitted after all.
                 run = attempt.run
                 session.execute(delete(Attempt).where(Attempt.id == attempt.id))
@@ -107,6 +117,7 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
             outcome = outcomes[attempt.id]
             if outcome.ok:
                 attempt.state, run.status = "completed", "finished"
+                attempt.reason = None  # nothing left of a pending comment
                 report.ingested += 1
             else:
                 attempt.state, attempt.failure_class, attempt.reason = "failed", outcome.failure, outcome.reason
@@ -143,20 +154,25 @@ def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollRepo
             for attempt in attempts:
                 info = infos.get(attempt.job_id or "")
                 if info is None or info.state == JobState.UNKNOWN:
+                    if info is not None and info.extra.get("error"):
+                        continue  # the scheduler could not be asked, or did not say: never an end
                     since = _aware(attempt.submitted_at) or _aware(attempt.created_at)
                     if since is None or now - since < LOST_AFTER or attempt.state == "running":
                         continue  # the scheduler could not say this time: not an end
                     info = JobInfo(attempt.job_id or "", JobState.FAILED, FailureClass.LOST,
-                                   reason=f"the scheduler has not known this job for {LOST_AFTER}")
+                                   reason=f"the scheduler has not known this job for {LOST_AFTER}"
+                                   + (f" ({info.reason})" if info is not None and info.reason else ""))
                 attempt.node_list = info.node_list or attempt.node_list
                 attempt.elapsed_s = info.elapsed_s if info.elapsed_s is not None else attempt.elapsed_s
                 attempt.max_rss_mb = info.max_rss_mb if info.max_rss_mb is not None else attempt.max_rss_mb
-                attempt.started_at = attempt.started_at or _parse_time(info.started_at)
+                if info.state != JobState.PENDING:  # a queued job has not started, whatever it shows
+                    attempt.started_at = attempt.started_at or _parse_time(info.started_at)
                 if info.ended:
                     ended.append((attempt, info))
                 elif info.state == JobState.RUNNING:
                     attempt.state, attempt.run.status = "running", "running"
                     attempt.started_at = attempt.started_at or now
+                    attempt.reason = None  # a pending comment ("Not Running: ...") no longer holds
                 else:
                     attempt.reason = info.reason
         _record_ends(session, ended, report, now)

@@ -10,6 +10,7 @@ drive it.
 from __future__ import annotations
 
 import enum
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +130,28 @@ BUILTIN_MODULES = {
 
 class SchedulerError(RuntimeError):
     """A scheduler command failed (the message says which and why)."""
+
+
+# One submit command (sbatch, qsub) may run this long before orch gives up on it. A command
+# given up on may still have reached the server and succeed late, so the grace an intent
+# without a job id gets before it is handed back to ``planned`` (orchestrator.follow) is
+# derived from it, never set apart from it: grace = timeout + margin.
+SUBMIT_TIMEOUT_S = 180.0
+SUBMIT_GRACE_MARGIN_S = 60.0
+
+
+def submit_window() -> tuple[float, float]:
+    """(timeout of one submit command, submit grace) in seconds; the grace always exceeds the
+    timeout by a margin. ``ORCH_SUBMIT_GRACE_S`` (tests, impatient users) sets the grace and
+    shortens the timeout with it, keeping the margin (at most half the grace)."""
+    override = os.environ.get("ORCH_SUBMIT_GRACE_S")
+    try:
+        grace = max(2.0, float(override)) if override else None
+    except ValueError:
+        grace = None
+    if grace is not None:
+        return grace - min(SUBMIT_GRACE_MARGIN_S, grace / 2), grace
+    return SUBMIT_TIMEOUT_S, SUBMIT_TIMEOUT_S + SUBMIT_GRACE_MARGIN_S
 
 
 class BatchExecutor(Executor):

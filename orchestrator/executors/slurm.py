@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from orchestrator.executors.base import (BatchExecutor, FailureClass, JobInfo, JobRequest, JobState,
-                                         SchedulerError)
+                                         SchedulerError, submit_window)
 
 __all__ = [
     "SACCT_FIELDS",
@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Elapsed", "NodeList", "MaxRSS", "Reason", "Start", "End")
-SBATCH_TIMEOUT_S = 180
+SBATCH_TIMEOUT_S = submit_window()[0]  # follow's submit grace is derived from the same window
 # Slurm reports "died by signal 53" when the batch script could not even start
 # (e.g. its --output file cannot be opened: "IO setup failed").
 LAUNCH_FAILURE_SIGNAL = 53

@@ -390,21 +390,27 @@ def _refresh_parent(rec: dict[str, Any]) -> None:
     remaining = [s["array_index"] for s in subs if s["job_state"] in "QH"]
     attrs["array_indices_remaining"] = _ranges(remaining) if remaining else "-"
     if done == len(states):
+        # Finished: the parent keeps the Exit_status its last subjob to end gave it (0 or 1);
+        # substate 91 when a subjob was deleted. Subjobs deleted before they ran go 70 -> 91.
+        deleted = any(s.get("_deleted_queued") or s.get("_was_deleted") for s in subs)
         attrs["job_state"] = "F"
-        codes = [s.get("Exit_status") for s in subs]
-        attrs["Exit_status"] = 0 if all(c == 0 for c in codes) else 1
-        attrs["substate"] = 92 if attrs["Exit_status"] == 0 else 93
+        attrs["substate"] = 91 if deleted else (92 if attrs.get("Exit_status", 0) == 0 else 93)
         attrs["obittime"] = ctime()
         attrs["Stageout_status"] = 1
-        attrs["comment"] = f"Job Array Began at {attrs.get('stime', ctime())} and finished"
+        attrs["comment"] = (attrs.get("comment") or "Job Array") + (" and terminated" if deleted else " and finished")
         attrs["history_timestamp"] = int(time.time())
         for s in rec["subjobs"].values():
             if s["job_state"] == "X":
                 s["job_state"] = "F"
+            if s.get("_deleted_queued"):
+                s["substate"] = 91
     elif running or done:
+        # Begun: state B, substate 70; the subjobs that have not run show this (parent) view.
         attrs["job_state"] = "B"
-        attrs.setdefault("stime", ctime())
-        attrs["substate"] = 42
+        if "stime" not in attrs:
+            attrs["stime"] = ctime()
+            attrs["comment"] = "Job Array Began at " + time.strftime("%a %b %d at %H:%M")
+        attrs["substate"] = 70
     attrs["mtime"] = ctime()
 
 
@@ -622,15 +628,22 @@ def run(seq: int) -> int:
                 secs = int(now - job["start"])
                 used["walltime"] = f"{secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
                 used["mem"] = f"{job['peak_kb']}kb"
+                deleted = job["killed"] == "qdel" or bool(attrs.pop("_deleted", None))
                 attrs.update({"Exit_status": status, "obittime": ctime(now), "mtime": ctime(now),
-                              "substate": 92 if status == 0 else 93, "Stageout_status": 1,
+                              "substate": 91 if deleted else (92 if status == 0 else 93), "Stageout_status": 1,
                               "history_timestamp": int(now)})
-                attrs.pop("_deleted", None)
-                how = {"walltime": "exceeded resource walltime", "mem": "exceeded resource mem"}.get(
-                    job["killed"] or "", "finished" if status == 0 else "failed")
+                if deleted:
+                    attrs["_was_deleted"] = True
+                how = {"walltime": "exceeded resource walltime", "mem": "exceeded resource mem",
+                       "qdel": f"terminated by {attrs['Job_Owner']}"}.get(
+                    "qdel" if deleted else job["killed"] or "", "finished" if status == 0 else "failed")
                 attrs["comment"] = attrs.get("comment", "Job run") + f" and {how}"
                 if rec["array"]:
                     attrs["job_state"] = "X"
+                    # The parent's Exit_status follows the subjob that ended last (0 or 1), and
+                    # every subjob that has not run shows it as its own.
+                    rec["attrs"]["Exit_status"] = 0 if status == 0 else 1
+                    rec["attrs"]["Stageout_status"] = 1
                     _refresh_parent(rec)
                 else:
                     attrs["job_state"] = "F"
@@ -671,6 +684,26 @@ def _public(attrs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attrs.items() if not k.startswith("_")}
 
 
+# What a subjob that has not run does not show of its array's attributes.
+_PARENT_ONLY = ("array", "array_state_count", "array_indices_submitted", "array_indices_remaining", "project",
+                "Submit_Host", "history_timestamp")
+
+
+def _subjob_view(rec: dict[str, Any], key: str) -> dict[str, Any]:
+    """A subjob as qstat shows it: its own attributes once it has run (``exec_host``); before
+    that, its array's (stime, the parent's current Exit_status, ^array_index^ paths, no
+    array_id/array_index) with its own state, substate and, once deleted, comment."""
+    sub = rec["subjobs"][key]
+    if sub.get("exec_host"):
+        return _public(sub)
+    view = {k: v for k, v in _public(rec["attrs"]).items() if k not in _PARENT_ONLY}
+    view.update({"job_state": sub["job_state"], "substate": sub["substate"],
+                 "mtime": sub.get("mtime", view.get("mtime"))})
+    if sub.get("_deleted_queued"):
+        view["comment"] = sub["comment"]
+    return view
+
+
 def _dump(jobs: dict[str, dict[str, Any]]) -> str:
     doc: dict[str, Any] = {"timestamp": int(time.time()), "pbs_version": VERSION, "pbs_server": server()}
     if jobs:
@@ -704,6 +737,10 @@ def qstat(argv: list[str]) -> int:
     history = "x" in flags
     subjobs = "t" in flags
     full = "f" in flags
+    if os.environ.get("PBS_EMU_DROP_OPERANDS") == "1" and full and fmt == "json" and len(operands) > 1:
+        # The qstat client of OpenPBS's main branch after 23.06.06: a JSON query of several
+        # operands answers rc 0 with the first operand's jobs only (text mode lists them all).
+        operands = operands[:1]
     h = home()
     now = time.time()
     rc = 0
@@ -733,12 +770,12 @@ def qstat(argv: list[str]) -> int:
     jobs: dict[str, dict[str, Any]] = {}
     for rec, key in selected:
         if key is not None:
-            jobs[f"{rec['seq']}[{key}].{server()}"] = _public(rec["subjobs"][key])
+            jobs[f"{rec['seq']}[{key}].{server()}"] = _subjob_view(rec, key)
             continue
         jobs[rec["id"]] = _public(rec["attrs"])
         if rec["array"] and subjobs:
             for k in sorted(rec["subjobs"], key=int):
-                jobs[f"{rec['seq']}[{k}].{server()}"] = _public(rec["subjobs"][k])
+                jobs[f"{rec['seq']}[{k}].{server()}"] = _subjob_view(rec, k)
     if full and fmt == "json":
         sys.stdout.write(_dump(jobs) + "\n")
     elif full:
@@ -791,8 +828,14 @@ def qdel(argv: list[str]) -> int:
             for k in keys:
                 attrs = rec["subjobs"][k] if k is not None else rec["attrs"]
                 state = attrs["job_state"]
-                if state in "QH":
-                    attrs.update({"job_state": "X" if rec["array"] else "F", "substate": 91, "mtime": ctime(),
+                if state in "QH" and k is not None:
+                    # A subjob deleted before it ran: X, substate 70, "Subjob finished"; it goes on
+                    # showing its array's stime and Exit_status (91 once the array has finished).
+                    attrs.update({"job_state": "X", "substate": 70, "mtime": ctime(), "_deleted_queued": True,
+                                  "comment": "Subjob finished"})
+                    any_alive = True
+                elif state in "QH":
+                    attrs.update({"job_state": "F", "substate": 91, "mtime": ctime(),
                                   "history_timestamp": int(time.time()),
                                   "comment": attrs.get("comment", "Not Running") + " and terminated"})
                     any_alive = True

@@ -1,0 +1,384 @@
+"""orch's executor for PBS Pro sites (Polaris, the AI Testbed's Groq): ``scheduler = "pbs"``.
+
+It submits orch's rendered batch scripts through the submitit plugin's class
+(:meth:`orchestrator.executors.pbs.plugin.PbsExecutor.submit_script`) and implements
+:class:`orchestrator.executors.base.Executor`; what qstat says is read by
+:mod:`orchestrator.executors.pbs.qstat`.
+
+Every submission is a small wrapper: the ``#PBS`` directives of the rendered script
+(its ``-N``/``-o``/``-e``/``-J`` are the executor's), then ``bash <script>`` in the
+run directory with its output appended to the run's ``stdout.log``/``stderr.log``,
+and an exit marker ``<folder>/exit/<job id>`` written at the end: the exit code, start
+and end times and the hosts. A job whose history PBS has already dropped is still
+known to have ended, how, where and for how long.
+
+A job is never called gone because a successful qstat left it out (some qstat clients
+drop operands of a batched query): only an explicit "Unknown Job Id" answer to a query
+about that job alone says PBS does not know it, and ``orchestrator.follow`` still waits
+its grace before calling the run lost. A server seen dropping operands is remembered in
+the executor folder (``qstat-one-operand``), so later ``orch`` processes ask it one
+operand per call from the start.
+
+Options (``options`` dict, from the profile's ``executor:``):
+
+``max_array_size`` (int, default 1000): longer groups are split into several arrays.
+``max_queued_jobs`` (int): the server's limit on this user's queued+running jobs (subjobs count
+    one each): ``submit`` asks ``qstat`` once and defers what would go over it.
+``qsub_args`` (list of str): extra ``qsub`` options (e.g. ``["-W", "group_list=x"]``).
+``qstat_one_operand`` (bool): ask qstat one operand per call from the start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+from orchestrator.executors.base import BatchExecutor, FailureClass, JobInfo, JobRequest, JobState
+from orchestrator.executors.pbs.plugin import PbsExecutor, qsub_timeout_s
+from orchestrator.executors.pbs.qstat import (FINISHED_STATES, RC_JOB_FINISHED, RC_UNKNOWN_JOB, PbsError,
+                                              PbsJobId, _run, classify_exit, is_transient_qsub_error, job_info,
+                                              parse_job_id, parse_qstat_json, qstat_jobs, qstat_operands,
+                                              salvage_qstat_json)
+
+ONE_OPERAND_FLAG = "qstat-one-operand"  # in the executor folder: this server's qstat drops operands
+
+# ======================================================================================
+# Batch-script directives and the wrapper
+# ======================================================================================
+
+# Options the executor sets on the qsub command line: dropped from copied directives.
+_OWNED_OPTIONS = {"-N", "-o", "-e", "-J", "-j"}
+
+
+def parse_directives(text: str) -> list[str]:
+    """The ``#PBS`` lines of a script (PBS reads them until the first command line),
+    without the options the executor owns; each as the text after ``#PBS ``."""
+    kept: list[str] = []
+    for i, raw in enumerate(text.splitlines()):
+        line = raw.strip()
+        if i == 0 and line.startswith("#!"):
+            continue
+        if not line or (line.startswith("#") and not line.startswith("#PBS")):
+            continue
+        if not line.startswith("#PBS"):
+            break
+        rest = line[len("#PBS"):].strip()
+        try:
+            tokens = shlex.split(rest, comments=True)
+        except ValueError:
+            tokens = rest.split()
+        out: list[str] = []
+        j = 0
+        while j < len(tokens):
+            tok = tokens[j]
+            opt = tok[:2] if tok.startswith("-") else None
+            takes_value = opt is not None and len(tok) == 2 and j + 1 < len(tokens)
+            if opt in _OWNED_OPTIONS:
+                j += 2 if takes_value else 1
+                continue
+            out.append(tok)
+            j += 1
+        if out:
+            kept.append(" ".join(shlex.quote(t) for t in out))
+    return kept
+
+
+def _exit_marker_dir(folder: Path) -> Path:
+    return folder / "exit"
+
+
+def read_exit_marker(path: Path, job_id: str) -> JobInfo | None:
+    """The end of a job as its wrapper wrote it (``code start end hosts``; older markers hold
+    the code alone); None when there is no marker (yet) or it cannot be read."""
+    try:
+        words = path.read_text().split()
+        code = int(words[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    state, failure, exit_code, reason = classify_exit(code)
+    info = JobInfo(job_id, state, failure, exit_code, reason=reason, extra={"source": "exit marker"})
+    try:
+        start, end = int(words[1]), int(words[2])
+        info.elapsed_s = float(max(0, end - start))
+        info.started_at = datetime.fromtimestamp(start, timezone.utc).isoformat()
+        info.finished_at = datetime.fromtimestamp(end, timezone.utc).isoformat()
+    except (ValueError, IndexError, OverflowError, OSError):
+        pass
+    if len(words) > 3 and words[3]:
+        info.node_list = words[3]
+    return info
+
+
+def wrapper_text(requests: Sequence[JobRequest], texts: Sequence[str], folder: Path, title: str) -> str:
+    """The script qsub gets for one job (one request) or one array (``PBS_ARRAY_INDEX`` picks)."""
+    from orchestrator.render import RunFiles  # the run directory's log names
+
+    lines = ["#!/bin/bash"]
+    lines += [f"#PBS {d}" for d in parse_directives(texts[0])]
+    lines.append(f"# {title}")
+    lines.append("# Each run's script runs in its run directory, its output appended to the run's logs as it")
+    lines.append("# is written (PBS would spool it until the end); the exit code, start and end times and hosts")
+    lines.append("# go to the exit folder (PBS may forget the job before orch asks).")
+    marker_dir = shlex.quote(str(_exit_marker_dir(folder)))
+    lines.append("orch_start=$(date +%s)")
+
+    def run_lines(req: JobRequest, indent: str) -> list[str]:
+        files = RunFiles(Path(req.run_dir))
+        return [
+            f"{indent}export ORCH_JOB_NAME={shlex.quote(req.job_name)}",
+            f"{indent}cd {shlex.quote(str(req.run_dir))} || exit 97",
+            f"{indent}bash {shlex.quote(str(req.script_path))} >>{shlex.quote(str(files.stdout))} "
+            f"2>>{shlex.quote(str(files.stderr))}",
+            f"{indent}code=$?",
+        ]
+
+    if len(requests) == 1:
+        lines += run_lines(requests[0], "")
+    else:
+        lines.append('case "${PBS_ARRAY_INDEX:-}" in')
+        for i, req in enumerate(requests):
+            lines.append(f"  {i})")
+            lines += run_lines(req, "    ")
+            lines.append("    ;;")
+        lines += ["  *)", '    echo "orch: no script for array index ${PBS_ARRAY_INDEX:-?}" >&2', "    exit 98",
+                  "    ;;", "esac"]
+    lines += [
+        "orch_end=$(date +%s)",
+        "orch_hosts=$(awk '!seen[$0]++' \"${PBS_NODEFILE:-/dev/null}\" 2>/dev/null | paste -sd, -)",
+        '[ -n "$orch_hosts" ] || orch_hosts=$(uname -n)',
+        f'orch_marker={marker_dir}/"${{PBS_JOBID:-unknown}}"',
+        f"mkdir -p {marker_dir} && printf '%s %s %s %s\\n' \"$code\" \"$orch_start\" \"$orch_end\" \"$orch_hosts\" "
+        '>"$orch_marker.tmp" && mv -f "$orch_marker.tmp" "$orch_marker"',
+    ]
+    lines.append('exit "$code"')
+    return "\n".join(lines) + "\n"
+
+
+def _digest(names: Sequence[str]) -> str:
+    return hashlib.sha1("\n".join(names).encode()).hexdigest()[:16]
+
+
+class OrchPbsExecutor(BatchExecutor):
+    """orch's executor for PBS Pro sites."""
+
+    scheduler = "pbs"
+
+    def __init__(self, folder: Path, options: dict[str, Any] | None = None) -> None:
+        super().__init__(Path(folder).resolve(), options)
+        self._submitit: PbsExecutor | None = None
+
+    def _ex(self) -> PbsExecutor:
+        if self._submitit is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._submitit = PbsExecutor(self.folder / "submitit")
+        return self._submitit
+
+    def _cmd(self, args: list[str]) -> subprocess.CompletedProcess:
+        self._count(args[0])
+        return _run(args)
+
+    # -- submit ---------------------------------------------------------------------------
+
+    def queued_count(self) -> int:
+        """Jobs of this user the server holds now, queued or running (array subjobs one each)."""
+        user = os.environ.get("USER") or os.environ.get("LOGNAME") or ""
+        cp = self._cmd(["qstat", "-t", "-f", "-F", "json"])
+        if cp.returncode not in (0, RC_UNKNOWN_JOB):
+            raise PbsError(f"qstat failed: {(cp.stderr or cp.stdout).strip()}")
+        try:
+            jobs = parse_qstat_json(cp.stdout or "")
+        except ValueError:
+            jobs = salvage_qstat_json(cp.stdout or "")
+        count = 0
+        for jid, attrs in jobs.items():
+            owner = str(attrs.get("Job_Owner", ""))
+            if user and owner and owner.split("@", 1)[0] != user:
+                continue
+            if attrs.get("array") == "True":
+                continue  # the subjobs are counted
+            if str(attrs.get("job_state", ""))[:1] not in FINISHED_STATES:
+                count += 1
+        return count
+
+    def _submit_group(self, reqs: list[JobRequest]) -> list[str | None]:
+        names = [r.job_name for r in reqs]
+        texts = self._read_scripts(reqs)
+        if texts is None:
+            return [None] * len(reqs)
+        array = len(reqs) >= 2
+        digest = _digest(names)
+        if array:
+            name = f"orch-array-{digest}"
+            manifest = self.folder / "arrays" / f"{digest}.names"
+            manifest.parent.mkdir(parents=True, exist_ok=True)
+            # The names go to disk before qsub: find_by_name reads them after a crash.
+            tmp = manifest.with_suffix(".tmp")
+            tmp.write_text("\n".join(names) + "\n")
+            os.replace(tmp, manifest)
+            title = f"orch job array {name}: {len(reqs)} rendered scripts of one shape (index i runs script i)"
+        else:
+            name = reqs[0].job_name
+            title = f"orch run {reqs[0].run_id} attempt {reqs[0].attempt}: {reqs[0].script_path}"
+        text = wrapper_text(reqs, texts, self.folder, title)
+        logs = self.folder / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        suffix = ".^array_index^" if array else ""
+        args = [*[str(a) for a in self.options.get("qsub_args", [])], "-N", name,
+                "-o", str(logs / f"{name}{suffix}.out"), "-e", str(logs / f"{name}{suffix}.err")]
+        self._count("qsub")
+        try:
+            job_id = self._ex().submit_script(text, args, array_size=len(reqs) if array else None)
+        except Exception as exc:  # FailedJobError carries qsub's stderr
+            message = str(exc).strip()
+            code = getattr(getattr(exc, "__cause__", None), "returncode", None)
+            if not message or code == 124:
+                message = (f"qsub timed out after {qsub_timeout_s():g}s" if code == 124 or not message
+                           else message)
+            target = self.uncertain if is_transient_qsub_error(message) else self.submit_errors
+            for n in names:
+                target[n] = message
+            return [None] * len(reqs)
+        if not array:
+            return [job_id]
+        parent = parse_job_id(job_id)
+        return [str(parent.subjob(i)) for i in range(len(reqs))]
+
+    # -- query ----------------------------------------------------------------------------
+
+    def _marker(self, job_id: str) -> JobInfo | None:
+        return read_exit_marker(_exit_marker_dir(self.folder) / job_id, job_id)
+
+    def _one_operand(self) -> bool:
+        """Whether qstat is asked one operand per call: the option, or a drop seen before (by any
+        orch process using this folder)."""
+        return bool(self.options.get("qstat_one_operand")) or (self.folder / ONE_OPERAND_FLAG).exists()
+
+    def _remember_drops(self, dropped: list[str]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / ONE_OPERAND_FLAG).write_text(
+            "This PBS server's qstat answered a batched `qstat -x -t -f -F json A B ...` with rc 0 and\n"
+            f"without {', '.join(dropped[:5])}: orch asks it one operand per call. Delete this file to\n"
+            "try batched calls again (after a qstat upgrade).\n")
+
+    def query(self, job_ids: list[str]) -> dict[str, JobInfo]:
+        """State of every job from ONE ``qstat -x -t -f -F json`` (one per operand for a qstat
+        that drops operands, and for what a batched call left unanswered).
+
+        An UNKNOWN answer carries ``extra["error"]`` when PBS could not be asked or did not say
+        (never evidence that the job is gone); without it, PBS said of this job alone that it
+        does not know it (``failure`` LOST: lost once ``orchestrator.follow``'s grace has passed).
+        """
+        if not job_ids:
+            return {}
+        got = qstat_jobs(qstat_operands(job_ids), self._cmd, one_at_a_time=self._one_operand())
+        if got.dropped:
+            self._remember_drops(got.dropped)
+        # Ids are matched by sequence number and index too: "6" and "6.pbs01", or a server name
+        # spelled differently by qsub and qstat, are the same job.
+        by_key: dict[tuple[int, bool, int | None], tuple[str, dict[str, Any]]] = {}
+        for key, attrs in got.jobs.items():
+            try:
+                parsed = parse_job_id(key)
+            except ValueError:
+                continue
+            by_key[(parsed.seq, parsed.is_array, parsed.index)] = (key, attrs)
+        infos: dict[str, JobInfo] = {}
+        for jid in job_ids:
+            attrs = got.jobs.get(jid)
+            if attrs is None:
+                try:
+                    parsed = parse_job_id(jid)
+                    attrs = by_key.get((parsed.seq, parsed.is_array, parsed.index), (None, None))[1]
+                except ValueError:
+                    attrs = None
+            if attrs is not None:
+                info = job_info(jid, attrs)
+                if info.extra.get("never_ran") or (info.ended and not info.node_list):
+                    # A marker means the wrapper ran after all; it also knows where and how long.
+                    marked = self._marker(jid)
+                    if marked is not None and info.extra.get("never_ran"):
+                        info = marked
+                    elif marked is not None:
+                        info.node_list = info.node_list or marked.node_list
+                infos[jid] = info
+                continue
+            marked = self._marker(jid)
+            if marked is not None:  # PBS forgot it, the wrapper wrote how it ended
+                infos[jid] = marked
+                continue
+            try:
+                operand = str(parse_job_id(jid).parent) if "[" in jid else jid
+            except ValueError:
+                operand = jid
+            if operand in got.unknown:
+                infos[jid] = JobInfo(jid, JobState.UNKNOWN, FailureClass.LOST,
+                                     reason="PBS does not know this job (qstat: Unknown Job Id)",
+                                     extra={"unknown_to_scheduler": True})
+            else:
+                error = got.errors.get(operand, "not in qstat's answer")
+                infos[jid] = JobInfo(jid, JobState.UNKNOWN, reason=f"qstat: {error}", extra={"error": error})
+        return infos
+
+    # -- cancel ---------------------------------------------------------------------------
+
+    def cancel(self, job_ids: list[str]) -> None:
+        if not job_ids:
+            return
+        cp = self._cmd(["qdel", *job_ids])
+        if cp.returncode not in (0, RC_JOB_FINISHED, RC_UNKNOWN_JOB):
+            bad = [ln for ln in (cp.stderr or "").splitlines() if ln.strip()
+                   and "has finished" not in ln.lower() and "unknown job id" not in ln.lower()]
+            if bad:
+                raise PbsError("qdel failed: " + "; ".join(bad))
+
+    # -- repair ---------------------------------------------------------------------------
+
+    def find_by_name(self, job_names: list[str]) -> dict[str, str]:
+        """Ids of jobs submitted under these names, from ONE ``qstat -x -f -F json`` (every job
+        the server keeps); array members through the manifests written before qsub. When a
+        name was submitted twice, the newest job wins."""
+        if not job_names:
+            return {}
+        wanted = set(job_names)
+        members: dict[str, tuple[str, int]] = {}
+        adir = self.folder / "arrays"
+        if adir.is_dir():
+            for manifest in adir.glob("*.names"):
+                try:
+                    names = manifest.read_text().splitlines()
+                except OSError:
+                    continue
+                for i, name in enumerate(names):
+                    if name in wanted:
+                        members[name] = (f"orch-array-{manifest.stem}", i)
+        cp = self._cmd(["qstat", "-x", "-f", "-F", "json"])
+        try:
+            jobs = parse_qstat_json(cp.stdout or "")
+        except ValueError:
+            jobs = salvage_qstat_json(cp.stdout or "")
+        newest: dict[str, PbsJobId] = {}
+        for jid, attrs in jobs.items():
+            try:
+                parsed = parse_job_id(jid)
+            except ValueError:
+                continue
+            if parsed.is_array and parsed.index is not None:
+                continue  # subjobs carry the array's name
+            name = str(attrs.get("Job_Name", ""))
+            if name and (name not in newest or parsed.seq > newest[name].seq):
+                newest[name] = parsed
+        out: dict[str, str] = {}
+        for name in job_names:
+            if name in members:
+                array_name, index = members[name]
+                if array_name in newest:
+                    out[name] = str(newest[array_name].subjob(index))
+            elif name in newest:
+                out[name] = str(newest[name])
+        return out
+
