@@ -66,6 +66,10 @@ class Run(Base):
     script: Mapped[str | None] = mapped_column(Text)
     run_dir: Mapped[str | None] = mapped_column(Text)
     cost_per_node_hour: Mapped[float | None] = mapped_column(Float)
+    # The site's price when the run was planned (migration 0005), per device-hour.
+    price_per_device_hour: Mapped[float | None] = mapped_column(Float)
+    price_currency: Mapped[str | None] = mapped_column(String(10))
+    price_source: Mapped[str | None] = mapped_column(Text)
     orch_version: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
@@ -143,6 +147,13 @@ class Metrics(Base):
     step_time_std_s: Mapped[float | None] = mapped_column(Float)
     epoch_time_s: Mapped[float | None] = mapped_column(Float)
     bandwidth_gbs: Mapped[float | None] = mapped_column(Float)
+    tokens_per_s_median: Mapped[float | None] = mapped_column(Float)
+    samples_per_s_median: Mapped[float | None] = mapped_column(Float)
+    tflops_median: Mapped[float | None] = mapped_column(Float)
+    timed_time_s: Mapped[float | None] = mapped_column(Float)
+    global_batch: Mapped[float | None] = mapped_column(Float)
+    cores: Mapped[float | None] = mapped_column(Float)
+    threads: Mapped[float | None] = mapped_column(Float)
     code_revision: Mapped[str | None] = mapped_column(String(80))  # git revision of the workload code
     raw: Mapped[str] = mapped_column(Text)  # the metrics file as ingested
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -159,3 +170,29 @@ class MetricValue(Base):
     attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id"), primary_key=True)
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[float] = mapped_column(Float)
+
+
+class ReferenceFigure(Base):
+    """A figure a result is checked against: a published study's, a vendor's, or an earlier
+    sweep's. NULL in a matching field means "any"; ``key`` hashes the matching fields and the
+    metric, so loading the same reference again replaces it."""
+
+    __tablename__ = "reference_figures"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    workload: Mapped[str] = mapped_column(String(100))
+    site: Mapped[str | None] = mapped_column(String(100))
+    system: Mapped[str | None] = mapped_column(String(100))
+    device_model: Mapped[str | None] = mapped_column(String(200))
+    precision: Mapped[str | None] = mapped_column(String(10))
+    devices: Mapped[int | None] = mapped_column(Integer)
+    strategy: Mapped[str | None] = mapped_column(String(40))
+    batch_size: Mapped[int | None] = mapped_column(Integer)
+    seq_len: Mapped[int | None] = mapped_column(Integer)
+    params: Mapped[str | None] = mapped_column(Text)  # the run's params JSON, matched exactly
+    metric: Mapped[str] = mapped_column(String(100))
+    value: Mapped[float] = mapped_column(Float)
+    tolerance: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

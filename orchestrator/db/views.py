@@ -1,0 +1,47 @@
+"""The SQL views as of the newest migration, and re-creating them where one was dropped.
+
+Each migration freezes the view files it used; this module names the newest ones, so
+`orch db upgrade` can put back a view a user dropped (``DROP VIEW results``) without a
+migration of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import Connection, inspect
+
+from orchestrator.paths import db_views_dir
+
+RESULTS_SQL = "results_0005.sql"
+DERIVED_SQL = "derived_0005.sql"
+# Dependants first: PostgreSQL refuses to drop a view that another one reads.
+VIEW_NAMES = ("reference_check", "provenance", "cost", "scaling", "repeat_spread", "throughput", "results")
+
+
+def statements() -> list[str]:
+    """The CREATE VIEW statements, ``results`` first."""
+    views = db_views_dir()
+    derived = (views / DERIVED_SQL).read_text().split("\n;;\n")
+    return [(views / RESULTS_SQL).read_text(), *[s for s in derived if s.strip()]]
+
+
+def missing_views(connection: Connection) -> list[str]:
+    present = set(inspect(connection).get_view_names())
+    return [name for name in VIEW_NAMES if name not in present]
+
+
+def recreate_views(connection: Connection) -> list[str]:
+    """Drop and re-create every view (inside the caller's transaction); returns the names
+    that were missing before."""
+    missing = missing_views(connection)
+    for name in VIEW_NAMES:
+        connection.exec_driver_sql(f"DROP VIEW IF EXISTS {name}")
+    for statement in statements():
+        connection.exec_driver_sql(statement)
+    return missing
+
+
+def view_files() -> list[Path]:
+    views = db_views_dir()
+    return [views / RESULTS_SQL, views / DERIVED_SQL]
