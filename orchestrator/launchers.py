@@ -24,9 +24,11 @@ mpirun     Intel MPI / Open MPI ``mpirun -n N -ppn K`` (Dawn)
 deepspeed  the ``deepspeed`` launcher (``--module``; hostfile written by the template
            on several nodes, ``--launcher slurm|mpich`` by scheduler)
 gaudi_spawn Habana's ``gaudi_spawn.py --world_size N --use_mpi|--use_deepspeed``
-sambaflow  SambaNova: ``srun python app compile`` then ``srun python app run --pef``
-cerebras   Cerebras model-zoo runner ``python run.py CSX ... --num_csx=N`` (appliance)
 ========== ==============================================================================
+
+Vendor runners (``cerebras``, ``sambaflow``, ``poptorch``, ``groqflow``) are launchers too, in
+``orchestrator/vendors/``: they run the vendor's own application, then an adapter that writes
+the metrics file.
 """
 
 from __future__ import annotations
@@ -236,54 +238,11 @@ class GaudiSpawnLauncher(Launcher):
                 script, *req.args]
 
 
-class SambaFlowLauncher(Launcher):
-    """SambaNova: compile the app to a PEF, then run it, both through ``srun`` (multi-node: pmi2)."""
-
-    name = "sambaflow"
-
-    def _pef(self, req: LaunchRequest) -> tuple[str, str]:
-        name = "orch_" + (req.workload or req.module.rsplit(".", 1)[-1]).replace("-", "_")
-        return name, f"pef/{name}/{name}.pef"
-
-    def pre_steps(self, req: LaunchRequest) -> list[list[str]]:
-        name, _ = self._pef(req)
-        return [["srun", "--nodes=1", "--ntasks=1", req.python, "-m", req.module, "compile",
-                 f"--pef-name={name}", "--output-folder=pef", *req.args]]
-
-    def argv(self, req: LaunchRequest) -> list[str]:
-        _, pef = self._pef(req)
-        mpi = ["--mpi=pmi2"] if req.nodes > 1 else []
-        return ["srun", f"--nodes={req.nodes}", f"--ntasks-per-node={req.tasks_per_node}", *mpi,
-                *req.extra_args, req.python, "-m", req.module, "run", f"--pef={pef}", *req.args]
-
-
-class CerebrasLauncher(Launcher):
-    """The Cerebras model-zoo runner, started from a login node; the appliance schedules it."""
-
-    name = "cerebras"
-    max_nodes = 1
-    single_process = True
-
-    def check(self, req: LaunchRequest) -> str | None:
-        if not req.options.get("program"):
-            return "launcher cerebras needs launcher.options.program (the model zoo's run.py)"
-        return super().check(req)
-
-    def argv(self, req: LaunchRequest) -> list[str]:
-        opts = req.options
-        argv = [req.python, str(opts["program"]), "CSX", "--params", str(opts.get("params", "params.yaml")),
-                f"--num_csx={req.devices}", "--mode", str(opts.get("mode", "train")),
-                "--model_dir", str(opts.get("model_dir", "model_dir"))]
-        mounts = [str(m) for m in opts.get("mount_dirs", [])]
-        paths = [str(p) for p in opts.get("python_paths", [])]
-        if mounts:
-            argv += ["--mount_dirs", *mounts]
-        if paths:
-            argv += ["--python_paths", *paths]
-        return [*argv, "--compile_dir", str(opts.get("compile_dir", "compile_dir")), *req.extra_args]
-
-
 def get_launcher(name: str) -> Launcher:
+    if name not in Launcher.registry:  # the vendor runners (orchestrator/vendors/) register on import
+        from orchestrator import vendors
+
+        vendors.load()
     try:
         return Launcher.registry[name]()
     except KeyError:

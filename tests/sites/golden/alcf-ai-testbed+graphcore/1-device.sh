@@ -1,7 +1,7 @@
 #!/bin/bash
-# orch run 5da2ec21d9d05cd3: golden/gemm gemm on alcf-ai-testbed:graphcore
-#SBATCH --job-name=orch-5da2ec21d9d05cd3
-#SBATCH --comment=orch-5da2ec21d9d05cd3
+# orch run 16bcf8cd7f507753: golden/resnet50 resnet50 on alcf-ai-testbed:graphcore
+#SBATCH --job-name=orch-16bcf8cd7f507753
+#SBATCH --comment=orch-16bcf8cd7f507753
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --time=00:30:00
@@ -10,9 +10,10 @@
 #SBATCH --output=/scratch/orch/runs/1-device/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail
-export ORCH_RUN_ID=5da2ec21d9d05cd3
+export ORCH_RUN_ID=16bcf8cd7f507753
 export ORCH_RUN_DIR=/scratch/orch/runs/1-device
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
 cd /scratch/orch/runs/1-device
 echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
-srun --nodes=1 --ntasks=1 python -m workloads.gemm --precision fp32 --device ipu --size-m 4096 --size-n 4096 --size-k 4096 --output metrics.json
+python -m orchestrator.vendors.capture --expand --log vendor.log -- srun --nodes=1 --ntasks=1 poprun -vv '--vipu-partition=slurm_${SLURM_JOBID}' --num-instances=1 --num-replicas=1 --executable-cache-path=pt_cache python graphcore/examples/vision/cnns/pytorch/train/train.py --config resnet50 --replicas 1 --batch-size 32 --gradient-accumulation 1 --precision 16.16 --imagenet-data-path /mnt/localdata/datasets/imagenet-raw-dataset --epoch 2 --validation-mode none --dataloader-worker 14 --dataloader-rebatch-size 256
+python -m orchestrator.vendors.graphcore --from vendor.log --output metrics.json --workload resnet50 --precision fp16 --devices 1 --device-model 'Graphcore Bow IPU'

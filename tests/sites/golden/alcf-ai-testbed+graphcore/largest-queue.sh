@@ -1,7 +1,7 @@
 #!/bin/bash
-# orch run bc95073114d722de: golden/gemm gemm on alcf-ai-testbed:graphcore
-#SBATCH --job-name=orch-bc95073114d722de
-#SBATCH --comment=orch-bc95073114d722de
+# orch run 6cd3fe64ce580f0f: golden/resnet50 resnet50 on alcf-ai-testbed:graphcore
+#SBATCH --job-name=orch-6cd3fe64ce580f0f
+#SBATCH --comment=orch-6cd3fe64ce580f0f
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --time=24:00:00
@@ -10,9 +10,10 @@
 #SBATCH --output=/scratch/orch/runs/largest-queue/stdout.log
 #SBATCH --error=/scratch/orch/runs/largest-queue/stderr.log
 set -euo pipefail
-export ORCH_RUN_ID=bc95073114d722de
+export ORCH_RUN_ID=6cd3fe64ce580f0f
 export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
 cd /scratch/orch/runs/largest-queue
 echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
-srun --nodes=1 --ntasks=1 python -m workloads.gemm --precision fp32 --device ipu --size-m 4096 --size-n 4096 --size-k 4096 --output metrics.json
+python -m orchestrator.vendors.capture --expand --log vendor.log -- srun --nodes=1 --ntasks=1 poprun -vv '--vipu-partition=slurm_${SLURM_JOBID}' --num-instances=1 --num-replicas=64 --executable-cache-path=pt_cache python graphcore/examples/vision/cnns/pytorch/train/train.py --config resnet50 --replicas 64 --batch-size 32 --gradient-accumulation 1 --precision 16.16 --imagenet-data-path /mnt/localdata/datasets/imagenet-raw-dataset --epoch 2 --validation-mode none --dataloader-worker 14 --dataloader-rebatch-size 256
+python -m orchestrator.vendors.graphcore --from vendor.log --output metrics.json --workload resnet50 --precision fp16 --devices 64 --device-model 'Graphcore Bow IPU'

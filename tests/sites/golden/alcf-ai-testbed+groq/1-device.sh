@@ -1,6 +1,6 @@
 #!/bin/bash
-# orch run 022513e115796dc8: golden/gemm gemm on alcf-ai-testbed:groq
-#PBS -N orch-022513e115796dc8
+# orch run 736d5c2df235b790: golden/resnet50 resnet50 on alcf-ai-testbed:groq
+#PBS -N orch-736d5c2df235b790
 #PBS -l select=1
 #PBS -l walltime=00:30:00
 #PBS -l place=excl
@@ -11,9 +11,10 @@ set -euo pipefail
 set +u  # module and conda scripts read unset variables
 conda activate groqflow
 set -u
-export ORCH_RUN_ID=022513e115796dc8
+export ORCH_RUN_ID=736d5c2df235b790
 export ORCH_RUN_DIR=/scratch/orch/runs/1-device
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
 cd /scratch/orch/runs/1-device
 echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
-python -m workloads.gemm --precision fp16 --device lpu --size-m 4096 --size-n 4096 --size-k 4096 --output metrics.json
+python -m orchestrator.vendors.capture --log vendor.log -- python groqflow/proof_points/computer_vision/resnet50/resnet50.py
+python -m orchestrator.vendors.groq --from vendor.log --output metrics.json --workload resnet50 --precision fp16 --devices 1 --warmup 0 --device-model 'GroqCard (GroqChip)'

@@ -1,7 +1,7 @@
 #!/bin/bash
-# orch run 7070ab9f9d1064f7: golden/gemm gemm on alcf-ai-testbed:sambanova
-#SBATCH --job-name=orch-7070ab9f9d1064f7
-#SBATCH --comment=orch-7070ab9f9d1064f7
+# orch run 7711bd803efec79b: golden/bert bert on alcf-ai-testbed:sambanova
+#SBATCH --job-name=orch-7711bd803efec79b
+#SBATCH --comment=orch-7711bd803efec79b
 #SBATCH --nodes=8
 #SBATCH --ntasks-per-node=8
 #SBATCH --time=24:00:00
@@ -9,10 +9,11 @@
 #SBATCH --output=/scratch/orch/runs/largest-queue/stdout.log
 #SBATCH --error=/scratch/orch/runs/largest-queue/stderr.log
 set -euo pipefail
-export ORCH_RUN_ID=7070ab9f9d1064f7
+export ORCH_RUN_ID=7711bd803efec79b
 export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
 cd /scratch/orch/runs/largest-queue
 echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
-srun --nodes=1 --ntasks=1 python -m workloads.gemm compile --pef-name=orch_gemm --output-folder=pef --precision bf16 --device rdu --size-m 4096 --size-n 4096 --size-k 4096 --output metrics.json
-srun --nodes=8 --ntasks-per-node=8 --mpi=pmi2 python -m workloads.gemm run --pef=pef/orch_gemm/orch_gemm.pef --precision bf16 --device rdu --size-m 4096 --size-n 4096 --size-k 4096 --output metrics.json
+python /opt/sambaflow/apps/nlp/transformers_on_rdu/transformers_hook.py compile -b 32 --per_device_train_batch_size 32 --output_dir=hf_output --overwrite_output_dir --do_train --cache_dir cache --model_name_or_path bert-large-uncased --tokenizer_name bert-large-uncased --module_name mlm_ns --task_name mlm_ns --max_seq_length 128 --non_split_head --dense_adam --compiler-configs-file /opt/sambaflow/apps/nlp/transformers_on_rdu/human_decisions/compiler_configs/compiler_configs_bertlarge_sc_mlm_ml_perf_fullfeature_macv2_gm_e2e.json --mac-human-decision /opt/sambaflow/apps/nlp/transformers_on_rdu/human_decisions/mac_overrides/bertlarge_sc_training_mlm_ml_perf_fullfeature_macv2.json --mac-v2 --weight_decay 0.01 --max_grad_norm_clip 1.0 --adam_beta2 0.98 --num-tiles 4 --pef-name=orch_bert --output-folder=pef --data-parallel -ws 2
+python -m orchestrator.vendors.capture --log vendor.log -- srun --nodes=8 --ntasks-per-node=8 --mpi=pmi2 python /opt/sambaflow/apps/nlp/transformers_on_rdu/transformers_hook.py run -b 32 --per_device_train_batch_size 32 --output_dir=hf_output --overwrite_output_dir --do_train --cache_dir cache --model_name_or_path bert-large-uncased --tokenizer_name bert-large-uncased --module_name mlm_ns --task_name mlm_ns --max_seq_length 128 --non_split_head --dense_adam --data_dir /data/ANL/wikicorpus_en/ --max_predictions_per_seq 20 --max_steps 25 --steps_this_run 25 --logging_steps 1 --weight_decay 0.01 --learning_rate 0.000175 --adam_beta2 0.98 --max_grad_norm_clip 1.0 --skip_checkpoint --pef=pef/orch_bert/orch_bert.pef --data-parallel --reduce-on-rdu
+python -m orchestrator.vendors.sambanova --from vendor.log --output metrics.json --workload bert --precision bf16 --devices 64 --seq-len 128 --device-model 'SambaNova SN30 RDU'
