@@ -16,14 +16,19 @@ from orchestrator.paths import db_views_dir
 RESULTS_SQL = "results_0005.sql"
 DERIVED_SQL = "derived_0005.sql"
 # Dependants first: PostgreSQL refuses to drop a view that another one reads.
-VIEW_NAMES = ("reference_check", "provenance", "cost", "scaling", "repeat_spread", "throughput", "results")
+VIEW_NAMES = ("inference", "reference_check", "provenance", "cost", "scaling", "repeat_spread", "throughput",
+              "results")
+INFERENCE_SQL = "inference_0006.sql"
+# params is JSON text: each dialect has its own lookup (as in migration 0006).
+_MODEL = {"sqlite": "json_extract(rr.params, '$.model')", "postgresql": "(rr.params::json ->> 'model')"}
 
 
-def statements() -> list[str]:
+def statements(dialect: str = "sqlite") -> list[str]:
     """The CREATE VIEW statements, ``results`` first."""
     views = db_views_dir()
     derived = (views / DERIVED_SQL).read_text().split("\n;;\n")
-    return [(views / RESULTS_SQL).read_text(), *[s for s in derived if s.strip()]]
+    inference = (views / INFERENCE_SQL).read_text().replace("{model}", _MODEL.get(dialect, "NULL"))
+    return [(views / RESULTS_SQL).read_text(), *[s for s in derived if s.strip()], inference]
 
 
 def missing_views(connection: Connection) -> list[str]:
@@ -37,11 +42,11 @@ def recreate_views(connection: Connection) -> list[str]:
     missing = missing_views(connection)
     for name in VIEW_NAMES:
         connection.exec_driver_sql(f"DROP VIEW IF EXISTS {name}")
-    for statement in statements():
+    for statement in statements(connection.dialect.name):
         connection.exec_driver_sql(statement)
     return missing
 
 
 def view_files() -> list[Path]:
     views = db_views_dir()
-    return [views / RESULTS_SQL, views / DERIVED_SQL]
+    return [views / RESULTS_SQL, views / DERIVED_SQL, views / INFERENCE_SQL]

@@ -1,0 +1,55 @@
+"""The inference view on real runs: MBU from the site's peak bandwidth and the cost of 1M tokens
+from its price, as a hand computation gives them; and D3's tiny variant through `orch run`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, run_orch, write
+
+SWEEP = """\
+name: infer
+experiments:
+  - name: curve
+    workload: llm_inference
+    sites: [priced]
+    walltime: "00:05:00"
+    grid: {model: tiny, devices: [1, 2], concurrency: [1, 4], input_len: 32, output_len: 6, warmup: 1, iters: 2}
+"""
+
+
+@pytest.mark.slow
+def test_inference_view_by_hand(workdir: Path) -> None:
+    profile = yaml.safe_load((REPO / "sites" / "local.yaml").read_text())
+    profile.update(name="priced")
+    profile["device"]["bandwidth_gbs"] = 20.0
+    profile["price"] = {"per_device_hour": 0.5, "currency": "USD", "basis": "local-estimate",
+                        "source": "a test's price", "date": "2026-11"}
+    sites = workdir / "sites"
+    write(sites / "priced.yaml", yaml.safe_dump(profile))
+    run_orch("--sites-dir", str(sites), "run", str(write(workdir / "infer.yaml", SWEEP)), cwd=workdir, check=True,
+             timeout=900)
+    rows = json.loads(run_orch("sql", "-f", "json", "SELECT * FROM inference ORDER BY devices, concurrency",
+                               cwd=workdir, check=True).stdout)
+    assert [(r["devices"], r["concurrency"]) for r in rows] == [(1, 1), (1, 4), (2, 1), (2, 4)]
+    for r in rows:
+        assert r["model"] == "tiny" and r["input_len"] == 32 and r["output_len"] == 6
+        assert r["peak_bandwidth_gbs"] == 20.0
+        assert r["mbu"] == pytest.approx(r["decode_bandwidth_gbs"] / (r["devices"] * 20.0), rel=1e-9)
+        assert r["cost_per_1m_tokens"] == pytest.approx(0.5 * r["devices"] * 1e6 / (r["output_tokens_per_s"] * 3600),
+                                                        rel=1e-9)
+        assert 0 < r["ttft_p50_s"] <= r["ttft_p99_s"] and r["tpot_s"] > 0
+
+
+@pytest.mark.slow
+def test_d3_tiny_variant_runs(workdir: Path) -> None:
+    run_orch("run", str(REPO / "examples" / "D3-inference.yaml"), "--variant", "tiny", cwd=workdir, check=True,
+             timeout=900)
+    rows = json.loads(run_orch("sql", "-f", "json", "SELECT concurrency, output_tokens_per_s FROM inference",
+                               cwd=workdir, check=True).stdout)
+    assert sorted({r["concurrency"] for r in rows}) == [1, 4, 16]
+    assert all(r["output_tokens_per_s"] > 0 for r in rows)

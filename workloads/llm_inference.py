@@ -1,0 +1,214 @@
+"""LLM inference: a batch of concurrent requests through prefill and decode (study D.3).
+
+``--concurrency`` requests arrive together, each with ``--input-len`` prompt tokens, and each
+generates ``--output-len`` tokens (greedy, random weights: speed does not depend on their
+values). One iteration serves the whole batch: prefill (every prompt in one forward pass,
+which fills the KV cache and gives each request its first token), then ``output_len - 1``
+decode steps of one token per request, each reading the cache. ``--warmup`` iterations are
+untimed; ``--iters`` are timed, the device synchronised at each boundary. With several ranks
+the model is tensor-parallel over them (one node; every rank serves the same batch).
+
+Figures (definitions in db/glossary_metrics.yaml; perf-model.md, study D):
+- ``ttft_p50_s``/``ttft_p90_s``/``ttft_p99_s``: time to first token = prefill time of the
+  batch (all requests arrive at once: no queueing), percentiles over iterations.
+- ``tpot_s``: time per output token after the first, per request = decode time /
+  (output_len - 1), mean over iterations; ``tpot_p50_s`` its median.
+- ``output_tokens_per_s`` = concurrency x output_len x iters / total timed time (prefill +
+  decode); ``requests_per_s`` = concurrency x iters / total timed time;
+  ``output_tokens_per_s_per_user`` = 1 / tpot_s.
+- ``decode_bandwidth_gbs`` = bytes read per decode step (every weight once, plus the KV cache
+  at the step's context length) / decode step time, summed over the decode steps of an
+  iteration and averaged over iterations; ``mbu`` = that / (devices x --peak-bandwidth-gbs).
+- ``prefill_tflops`` = 2 x parameters x prompt tokens (+ attention 2 x 2 x layers x s^2/2 x
+  hidden per request) / prefill time; ``prefill_mfu`` = that / (devices x --peak-tflops).
+
+Backends: ``builtin`` (this file; the default and the one the tests run) or ``vllm`` (vLLM's
+offline engine with dummy weights, ``load_format="dummy"``, when vLLM is installed).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Sequence
+
+import torch
+
+from workloads.harness import Refused, Session, run_workload
+from workloads.harness.timing import percentile
+from workloads.models.llama import SIZES, Llama, kv_bytes_per_token, num_params
+
+BACKENDS = ("builtin", "vllm")
+
+
+def prefill_flops(cfg: Any, n_params: int, batch: int, input_len: int) -> float:
+    """Forward FLOPs of the prompts: 2 per parameter per token (embedding lookup excluded) plus
+    causal attention, QK^T and AV over half the s x s square, per layer."""
+    matmul_params = n_params - cfg.vocab_size * cfg.n_embd
+    attention = 2 * 2 * cfg.n_layer * cfg.n_embd * input_len * input_len / 2
+    return batch * (2.0 * matmul_params * input_len + attention)
+
+
+def decode_bytes(cfg: Any, n_params: int, element_bytes: int, batch: int, context: int) -> float:
+    """Bytes one decode step reads: every weight once (the embedding only for the batch's rows)
+    and the KV cache of ``context`` tokens for each request."""
+    weights = (n_params - cfg.vocab_size * cfg.n_embd) * element_bytes
+    return weights + batch * context * kv_bytes_per_token(cfg, element_bytes)
+
+
+def _builtin(session: Session) -> dict[str, Any]:
+    args = session.args
+    cfg = SIZES[args.model]
+    batch, s_in, s_out = args.concurrency, args.input_len, args.output_len
+    if min(batch, s_in, s_out) < 1:
+        raise Refused(f"concurrency, input and output lengths must be positive (got {batch}, {s_in}, {s_out})")
+    if s_in + s_out > cfg.max_seq:
+        raise Refused(f"{s_in} + {s_out} tokens exceed {args.model}'s {cfg.max_seq} positions")
+    tp = session.world_size
+    if tp > 1:
+        session.ensure_process_group()
+    dtype = session.precision.dtype if session.precision.dtype in (torch.float16, torch.bfloat16) else torch.float32
+    torch.manual_seed(args.seed)  # every rank builds the same weights (only its shard is used)
+    try:
+        with session.device.torch_device:
+            model = Llama(cfg, tp=tp).to(dtype).eval()
+    except ValueError as exc:
+        raise Refused(str(exc)) from exc
+    model.allocate(batch, s_in + s_out)
+    gen = torch.Generator(device="cpu").manual_seed(1000 + args.seed)
+    prompts = torch.randint(0, cfg.vocab_size, (batch, s_in), generator=gen).to(session.device.torch_device)
+    dev = session.device
+
+    def serve(clock: Any) -> None:
+        """One iteration: prefill, then decode; ``clock`` marks prefill end and each decode step."""
+        token = model(prompts, 0).argmax(-1, keepdim=True)
+        clock.lap()
+        for position in range(s_in, s_in + s_out - 1):
+            token = model(token, position).argmax(-1, keepdim=True)
+            clock.lap()
+
+    for _ in range(args.warmup):
+        serve(_NoClock())
+    prefill_times: list[float] = []
+    decode_times: list[list[float]] = []
+    for _ in range(args.iters):
+        session.barrier()
+        clock = session.clock()
+        clock.start()
+        serve(clock)
+        laps = session.slowest_steps(clock.times())  # a step ends when its slowest rank does
+        prefill_times.append(laps[0])
+        decode_times.append(laps[1:])
+    dev.synchronize()
+
+    n_params = num_params(cfg)
+    element = torch.tensor([], dtype=dtype).element_size()
+    total = math.fsum(prefill_times) + math.fsum(math.fsum(d) for d in decode_times)
+    tpots = [math.fsum(d) / len(d) for d in decode_times if d]
+    read = [math.fsum(decode_bytes(cfg, n_params, element, batch, s_in + i + 1) for i in range(len(d))) / math.fsum(d)
+            for d in decode_times if d and math.fsum(d) > 0]
+    flops = prefill_flops(cfg, n_params, batch, s_in)
+    prefill_rate = flops * len(prefill_times) / math.fsum(prefill_times)
+    figures: dict[str, Any] = {
+        "ttft_p50_s": percentile(prefill_times, 50),
+        "ttft_p90_s": percentile(prefill_times, 90),
+        "ttft_p99_s": percentile(prefill_times, 99),
+        "ttft_mean_s": statistics.fmean(prefill_times),
+        "output_tokens_per_s": batch * s_out * args.iters / total,
+        "requests_per_s": batch * args.iters / total,
+        "prefill_tokens_per_s": batch * s_in * len(prefill_times) / math.fsum(prefill_times),
+        "prefill_tflops": prefill_rate / 1e12,
+        "prefill_mfu": session.mfu(prefill_rate),
+        "timed_time_s": total,
+        "model_params": n_params,
+        "kv_cache_bytes": batch * (s_in + s_out) * kv_bytes_per_token(cfg, element),
+        "concurrency": batch,
+        "input_len": s_in,
+        "output_len": s_out,
+    }
+    if tpots:
+        figures.update({
+            "tpot_s": statistics.fmean(tpots),
+            "tpot_p50_s": percentile(tpots, 50),
+            "output_tokens_per_s_per_user": 1.0 / statistics.fmean(tpots),
+        })
+    if read:
+        bandwidth = statistics.fmean(read)
+        figures["decode_bandwidth_gbs"] = bandwidth / 1e9
+        peak = args.peak_bandwidth_gbs
+        figures["mbu"] = bandwidth / (session.world_size * peak * 1e9) if peak > 0 else None
+    # The step times in the metrics file are whole iterations (prefill + decode).
+    figures["_iteration_times"] = [p + math.fsum(d) for p, d in zip(prefill_times, decode_times)]
+    return figures
+
+
+class _NoClock:
+    def lap(self) -> None:
+        pass
+
+
+def _vllm(session: Session) -> dict[str, Any]:
+    """vLLM's offline engine with random (dummy) weights, the same requests and figures.
+    Untested here (no GPU and no vLLM on the project's machines): see the README."""
+    try:
+        from vllm import LLM, SamplingParams  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise Refused("--backend vllm needs vLLM, which is not installed here (pip install vllm on a GPU node); "
+                      "--backend builtin runs without it") from exc
+    import json
+    import tempfile
+    import time
+
+    args = session.args
+    cfg = SIZES[args.model]
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": cfg.n_embd,
+              "intermediate_size": cfg.ffn, "num_hidden_layers": cfg.n_layer, "num_attention_heads": cfg.n_head,
+              "num_key_value_heads": cfg.n_kv_head, "vocab_size": cfg.vocab_size,
+              "max_position_embeddings": cfg.max_seq, "rms_norm_eps": 1e-5, "rope_theta": cfg.rope_theta,
+              "torch_dtype": "bfloat16" if session.precision.name == "bf16" else "float16"}
+    folder = tempfile.mkdtemp(prefix="orch-vllm-")
+    with open(f"{folder}/config.json", "w") as handle:
+        json.dump(config, handle)
+    llm = LLM(model=folder, load_format="dummy", skip_tokenizer_init=True, tensor_parallel_size=session.world_size,
+              dtype=config["torch_dtype"], max_model_len=args.input_len + args.output_len, seed=args.seed)
+    gen = torch.Generator(device="cpu").manual_seed(1000 + args.seed)
+    prompts = [{"prompt_token_ids": torch.randint(0, cfg.vocab_size, (args.input_len,), generator=gen).tolist()}
+               for _ in range(args.concurrency)]
+    first = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0)
+    full = SamplingParams(max_tokens=args.output_len, ignore_eos=True, temperature=0)
+    for _ in range(args.warmup):
+        llm.generate(prompts, full, use_tqdm=False)
+    ttft, whole = [], []
+    for _ in range(args.iters):
+        began = time.perf_counter()
+        llm.generate(prompts, first, use_tqdm=False)
+        ttft.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        llm.generate(prompts, full, use_tqdm=False)
+        whole.append(time.perf_counter() - began)
+    total = math.fsum(whole)
+    tpots = [max(w - t, 0.0) / max(1, args.output_len - 1) for w, t in zip(whole, ttft)]
+    return {"ttft_p50_s": percentile(ttft, 50), "ttft_p90_s": percentile(ttft, 90), "ttft_p99_s": percentile(ttft, 99),
+            "ttft_mean_s": statistics.fmean(ttft), "tpot_s": statistics.fmean(tpots),
+            "tpot_p50_s": percentile(tpots, 50), "output_tokens_per_s": args.concurrency * args.output_len * len(whole) / total,
+            "requests_per_s": args.concurrency * len(whole) / total, "timed_time_s": total,
+            "model_params": num_params(cfg), "concurrency": args.concurrency, "input_len": args.input_len,
+            "output_len": args.output_len, "_iteration_times": whole}
+
+
+def body(session: Session) -> None:
+    if session.args.backend not in BACKENDS:
+        raise Refused(f"--backend {session.args.backend!r}: expected one of {', '.join(BACKENDS)}")
+    figures = (_vllm if session.args.backend == "vllm" else _builtin)(session)
+    iterations = figures.pop("_iteration_times")
+    session.finish(figures, iterations, already_gathered=True,
+                   extra={"inference": {"backend": session.args.backend, "concurrency": session.args.concurrency,
+                                        "input_len": session.args.input_len, "output_len": session.args.output_len}})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_workload("llm_inference", body, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
