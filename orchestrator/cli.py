@@ -552,14 +552,21 @@ def workloads_show(name: str, as_json: JsonOpt = False) -> None:
     except KeyError as exc:
         raise UserError(str(exc.args[0])) from None
     rows = [[p.name, p.type.__name__, p.default, ", ".join(map(str, p.choices or ())), p.help] for p in workload.params]
+    presets = workload.presets() if workload.presets else []
     if as_json:
         print_json({"name": workload.name, "module": workload.module, "summary": workload.summary,
                     "axes": sorted(workload.axes), "strategies": list(workload.strategies),
                     "precisions": list(workload.precisions),
-                    "params": [dict(zip(["name", "type", "default", "choices", "help"], r)) for r in rows]})
+                    "params": [dict(zip(["name", "type", "default", "choices", "help"], r)) for r in rows],
+                    "presets": presets})
         return
     console.print(f"[bold]{workload.name}[/bold] ({workload.module}): {workload.summary}")
     print_table(["param", "type", "default", "choices", "help"], rows)
+    if presets:  # model sizes: columns are the rows' keys, counts in millions/billions
+        from workloads.models.configs import human
+
+        keys = list(presets[0])
+        print_table(keys, [[human(v) if k.startswith("params") else v for k, v in r.items()] for r in presets])
 
 
 @db_app.command("upgrade")

@@ -1,45 +1,73 @@
 """GPT-2 pre-training throughput (nanoGPT/minGPT-style model, ``workloads/models/gpt.py``).
 
-Sizes tiny .. gpt2-xxxl (see ``workloads/models/configs.py``), strategies ddp,
-fsdp-full, fsdp-grad-op, zero1..zero3 (DeepSpeed), gradient accumulation, any
-sequence length (the position table grows past 1024 when asked), synthetic,
-shipped-text or streamed-file data, by steps or by epochs. Reports tokens/s,
-samples/s, step and epoch time, peak memory and model TFLOP/s from
-6N + 12*L*h*s per token (see ``workloads/lm.py``), and MFU with --peak-tflops.
+Sizes by lightning-GPT's preset names (tiny, gpt2 .. gpt2-4xl, gpt3-2.7b .. gpt-25b; see
+``workloads/models/configs.py``), strategies ddp, fsdp-full, fsdp-grad-op, zero1..zero3
+(DeepSpeed), gradient accumulation, any sequence length (the position table grows past
+1024 when asked, or is exactly ``--block-size``), synthetic, shipped, generated
+(Shakespeare-sized) or streamed-file data with byte, GPT-2-id or character tokens, by
+steps or by epochs. Reports tokens/s, samples/s, step and epoch time, peak memory and
+model TFLOP/s from 6N + 12*L*h*s per token (see ``workloads/lm.py``), MFU with
+--peak-tflops; ``model_params_with_position`` is minGPT's printed count (embeddings,
+blocks and final LayerNorm, no lm_head), ``vocab_size`` and ``block_size`` the model's.
+``--attention manual`` runs minGPT's unfused attention (the s x s scores in memory);
+``--dropout`` and ``--tie-weights false`` complete minGPT's model (study B).
 ``--sparsity S`` prunes the blocks' linear weights by magnitude and keeps them pruned
 (``workloads/sparsity.py``; dense kernels, so no speed-up is expected on GPUs).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
-from workloads import lm, sparsity
-from workloads.data.sources import open_source
+from workloads import lm, sparsity, strategies
+from workloads.data.sources import Synthetic, Windows, open_source
 from workloads.harness import Refused, Session, run_workload
-from workloads.models.configs import SIZES, GPTConfig
+from workloads.models.configs import SIZES, GPTConfig, mingpt_params, total_params
 
 
-def model_config(session: Session) -> GPTConfig:
+def model_config(session: Session, source: Synthetic | Windows | None = None) -> GPTConfig:
+    """The preset's shape with this run's vocabulary, positions, attention and dropout."""
     args = session.args
     cfg = SIZES[args.model]
+    data_vocab = source.vocab_size if source is not None else None
     if args.vocab_size > 0:
+        if data_vocab is not None and args.vocab_size < data_vocab:
+            raise Refused(f"--vocab-size {args.vocab_size} is smaller than the {data_vocab} characters "
+                          f"of {source.name if source is not None else 'the data'}")
         cfg = cfg.with_(vocab_size=args.vocab_size)
-    if args.seq_len > cfg.block_size:
+    elif data_vocab is not None:
+        cfg = cfg.with_(vocab_size=data_vocab)  # character-level: the text's own alphabet
+    block = getattr(args, "block_size", 0)
+    if block > 0:
+        if args.seq_len > block:
+            raise Refused(f"--seq-len {args.seq_len} exceeds --block-size {block}")
+        cfg = cfg.with_(block_size=block)
+    elif args.seq_len > cfg.block_size:
         cfg = cfg.with_(block_size=args.seq_len)
+    if not 0.0 <= args.dropout < 1.0:
+        raise Refused(f"--dropout {args.dropout}: expected 0 <= p < 1")
+    cfg = cfg.with_(attention=args.attention, dropout=args.dropout, tie_weights=args.tie_weights)
     if cfg.n_embd % cfg.n_head:
         raise Refused(f"{args.model}: hidden {cfg.n_embd} not divisible by {cfg.n_head} heads")
     return cfg
 
 
 def body(session: Session) -> None:
-    cfg = model_config(session)
-    source = open_source(session.args.data, cfg.vocab_size, session.device.torch_device,
-                         session.args.seed, session.rank)
-    prune = None
-    if session.args.sparsity > 0:
-        prune = lambda trainer: sparsity.attach(trainer, session.args.sparsity, session.args.strategy)  # noqa: E731
-    lm.run(session, cfg, source, prepare=prune)
+    args = session.args
+    vocab = args.vocab_size if args.vocab_size > 0 else SIZES[args.model].vocab_size  # synthetic ids
+    source = open_source(args.data, vocab, session.device.torch_device, args.seed, session.rank,
+                         tokenizer=args.tokenizer)
+    cfg = model_config(session, source)
+    # model_params_with_position (lm.py) is minGPT's printed count; these make it readable.
+    counts = {"vocab_size": cfg.vocab_size, "block_size": cfg.block_size}
+    session.log(f"{args.model}: vocabulary {cfg.vocab_size}, block {cfg.block_size}, {cfg.attention} attention, "
+                f"minGPT's count {mingpt_params(cfg) / 1e6:.2f}M, {total_params(cfg) / 1e6:.2f}M in all")
+
+    def prepare(trainer: strategies.Trainer) -> Callable[[], dict[str, Any]]:
+        pruned = sparsity.attach(trainer, args.sparsity, args.strategy) if args.sparsity > 0 else None
+        return lambda: {**counts, **(pruned() if pruned is not None else {})}
+
+    lm.run(session, cfg, source, prepare=prepare)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

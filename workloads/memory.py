@@ -45,13 +45,24 @@ def activation_bytes(layers: int, batch: int, seq: int, hidden: int, vocab: int,
 def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int | None = None,
                  default_batch: int = 8, default_seq: int = 1024) -> int:
     cfg = SIZES[str(p.get("model") or default_model)]
-    vocab = vocab or _int(p, "vocab_size", cfg.vocab_size)
+    # Character tokens: the text's alphabet, at most 256 for the texts here (67 for shakespeare).
+    data_vocab = 256 if str(p.get("tokenizer") or "") == "char" else cfg.vocab_size
+    vocab = vocab or _int(p, "vocab_size", data_vocab)
     seq = _int(p, "seq_len", default_seq)
     batch = _int(p, "batch_size", default_batch)
     precision = str(p.get("precision") or "fp32")
-    n = vocab * cfg.n_embd + cfg.n_layer * flops.transformer_layer_params(cfg.n_embd) + max(seq, cfg.block_size) * cfg.n_embd
+    block = _int(p, "block_size", max(seq, cfg.block_size))
+    untied = str(p.get("tie_weights", True)).lower() in ("false", "0")
+    n = (vocab * (2 if untied else 1) * cfg.n_embd + cfg.n_layer * flops.transformer_layer_params(cfg.n_embd)
+         + block * cfg.n_embd)
     states = model_state_bytes(n, str(p.get("strategy") or "ddp"), _int(p, "devices", 1), precision)
-    return int(states + activation_bytes(cfg.n_layer, batch, seq, cfg.n_embd, vocab, precision))
+    activations = activation_bytes(cfg.n_layer, batch, seq, cfg.n_embd, vocab, precision)
+    if str(p.get("attention") or "sdpa") == "manual":
+        # Unfused attention keeps the scores, their softmax (16-bit) and the dropout mask:
+        # Korthikanti et al.'s 5*a*s^2*b bytes per layer (doubled for fp32).
+        scale = 2 if BYTES.get(precision, 4) == 4 else 1
+        activations += cfg.n_layer * 5 * cfg.n_head * seq * seq * batch * scale
+    return int(states + activations)
 
 
 def transformer_block(p: dict[str, Any]) -> int:

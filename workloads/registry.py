@@ -58,6 +58,8 @@ class Workload:
     axis_defaults: dict[str, Any] = field(default_factory=dict, compare=False)
     # Extra text for ``--help`` (formulas, presets, examples).
     epilog: str = field(default="", compare=False)
+    # Named model presets with their parameter counts (``orch workloads show`` prints them).
+    presets: Callable[[], list[dict[str, Any]]] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.axes) - set(AXES)
@@ -136,6 +138,7 @@ register(
 
 # --- DL primitives (DeepBench shapes; workloads/shapes.py) --------------------------------
 from workloads import memory as _memory  # noqa: E402  (pure Python, like this module)
+from workloads.models import configs as _gpt_configs  # noqa: E402
 from workloads.models.configs import SIZES as _GPT_SIZES  # noqa: E402
 from workloads.shapes import PRESET_NAMES as _PRESETS  # noqa: E402
 
@@ -286,9 +289,22 @@ register(
         summary="GPT-2 pre-training throughput (nanoGPT-style model): tokens/s, TFLOP/s, MFU, memory.",
         params=COMMON_PARAMS + _lm_params("gpt2") + (
             Param("data", str, "synthetic",
-                  "synthetic | text (shipped 0.6 MiB corpus, bytes) | file:/path (streamed; *.bin = uint16 ids) "
+                  "synthetic | text (shipped 0.6 MiB corpus) | shakespeare (generated 4.4 MiB play text, study B's "
+                  "size and 67-character alphabet) | file:/path (streamed; *.bin = uint16 ids) "
                   "| file:@corpus (the shipped corpus, streamed)"),
-            Param("vocab_size", int, 0, "vocabulary (0: GPT-2's 50257)"),
+            Param("tokenizer", str, "auto", "auto (GPT-2 ids for *.bin, bytes otherwise) | byte | char (the "
+                  "text's distinct characters; vocabulary = their number; text read whole)",
+                  ("auto", "byte", "char")),
+            Param("vocab_size", int, 0, "vocabulary (0: the text's characters with --tokenizer char, else GPT-2's "
+                  "50257)"),
+            Param("block_size", int, 0, "positions of the model, minGPT's block_size (0: 1024, or seq_len if "
+                  "longer)"),
+            Param("attention", str, "sdpa", "sdpa (torch's fused scaled_dot_product_attention) | manual "
+                  "(minGPT's softmax(QK^T/sqrt(d)), s x s scores materialised)", _gpt_configs.ATTENTIONS),
+            Param("dropout", float, 0.0, "dropout after embeddings, attention weights and residual branches "
+                  "(minGPT's 0.1; 0: none)"),
+            Param("tie_weights", bool, True, "output head tied to the token embedding (GPT-2); false: its own "
+                  "matrix (minGPT)"),
             Param("sparsity", float, 0.0, "fraction of each transformer linear weight pruned by magnitude and "
                   "kept zero after every step (0: dense; ddp only; workloads/sparsity.py)"),
         ),
@@ -298,7 +314,12 @@ register(
         strategies=_LM_STRATEGIES,
         precisions=TRAINING_PRECISIONS,
         memory_bytes=lambda p: _memory.gpt_training(p, default_model="gpt2"),
+        presets=_gpt_configs.preset_rows,
         epilog=_LM_EPILOG + (
+            "Study B (lightning-GPT/minGPT): --data shakespeare --tokenizer char --block-size 128 --seq-len 128\n"
+            "--attention manual --dropout 0.1 --tie-weights false; model_params_with_position is minGPT's count\n"
+            "(85.21M gpt2, 302.51M gpt2-medium at vocabulary 67, block 128). The real file:\n"
+            "--data file:/path/to/shakespeare_input.txt --tokenizer char.\n"
             "--sparsity S: magnitude pruning of the blocks' linear weights, masks re-applied after each step;\n"
             "dense kernels run them (no speed-up expected on GPUs); model FLOPs stay the dense count.\n"
             "sizes: " + ", ".join(_GPT_SIZES) + "\n"

@@ -110,7 +110,7 @@ def _fsdp(session: Session, cfg: GPTConfig, lr: float, compile_: bool, full: boo
         fully_shard(block, reshard_after_forward=full)
     fully_shard(model, reshard_after_forward=full)
     model.to_empty(device=session.device.torch_device)
-    if model.lm_head.weight is not model.wte.weight:  # FSDP2 keeps the tie; plain to_empty would not
+    if cfg.tie_weights and model.lm_head.weight is not model.wte.weight:  # FSDP2 keeps the tie; to_empty not
         model.lm_head.weight = model.wte.weight
     model.reset_parameters()
     forward = torch.compile(model) if compile_ else model

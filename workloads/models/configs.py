@@ -1,29 +1,59 @@
 """GPT model sizes, as plain data (no torch: the registry sizes memory from them).
 
-minGPT/nanoGPT naming. The GPT-2 family is OpenAI's; gpt2-xxl and gpt2-xxxl
-follow the GPT-3 paper's 2.7B and 6.7B shapes (32 layers, hidden 2560 and 4096),
-which is what "minGPT-style configs up to ~6.6B" means here; gpt-13b and gpt-25b
-extend the family for the long-sequence and GenSLM studies (GPT-3 13B's shape,
-and a 25B shape with hidden 6144). ``tiny`` is for tests and laptops.
+The names are lightning-GPT's presets (``MINGPT_PRESETS`` in lightning_gpt/models.py,
+itself minGPT's list extended), which is what study B ran by name: openai-gpt, gpt2 ..
+gpt2-xl (OpenAI's GPT-2 family), gpt2-xxl, gpt2-xxxl and gpt2-4xl (lightning-GPT's deeper
+1600/1920-wide stacks), gopher-44m and minGPT's small gpt-mini/micro/nano. Beside them:
+GPT-3's 2.7B and 6.7B shapes (gpt3-2.7b, gpt3-6.7b), gpt-13b and gpt-25b for the
+long-sequence and GenSLM studies (GPT-3 13B's shape, and a 25B shape with hidden 6144),
+and ``tiny`` for tests and laptops.
 
-| size        | layers | heads | hidden | params (vocab 50257, pos 1024) |
-|-------------|-------:|------:|-------:|-------------------------------:|
-| tiny        |      2 |     2 |     64 |       ~3.3M (mostly embedding) |
-| gpt2        |     12 |    12 |    768 |   124M                         |
-| gpt2-medium |     24 |    16 |   1024 |   355M                         |
-| gpt2-large  |     36 |    20 |   1280 |   774M                         |
-| gpt2-xl     |     48 |    25 |   1600 |   1.56B                        |
-| gpt2-xxl    |     32 |    32 |   2560 |   2.65B                        |
-| gpt2-xxxl   |     32 |    32 |   4096 |   6.65B                        |
-| gpt-13b     |     40 |    40 |   5120 |   12.8B                        |
-| gpt-25b     |     56 |    48 |   6144 |   25.7B                        |
+Parameter counts (``python -m workloads.models.configs`` prints this table):
+
+- ``params``: GPT-2's vocabulary 50257 and 1024 positions, the output head tied to the
+  token embedding (orch's default model), every parameter once;
+- ``mingpt``: what minGPT prints ("number of parameters: %.2fM"): the transformer without
+  the untied lm_head, i.e. token + position embeddings, the blocks and the final
+  LayerNorm, at study B's character vocabulary 67 (the distinct characters of
+  char-rnn's shakespeare_input.txt, 4,573,338 characters) and lightning-GPT's block size
+  128. These reproduce study B's 85.21M (gpt2) and 302.51M (gpt2-medium); vocabulary 65
+  (tiny-shakespeare's) would give 85.20M.
+
+| size        | layers | heads | hidden |  params |  mingpt |
+|-------------|-------:|------:|-------:|--------:|--------:|
+| tiny        |      2 |     2 |     64 |   3.38M |   0.11M |
+| openai-gpt  |     12 |    12 |    768 | 124.44M |  85.21M |
+| gpt2        |     12 |    12 |    768 | 124.44M |  85.21M |
+| gpt2-medium |     24 |    16 |   1024 | 354.82M | 302.51M |
+| gpt2-large  |     36 |    20 |   1280 | 774.03M | 708.64M |
+| gpt2-xl     |     48 |    25 |   1600 |   1.56B |   1.48B |
+| gpt2-xxl    |     96 |    25 |   1600 |   3.03B |   2.95B |
+| gpt2-xxxl   |    100 |    30 |   1920 |   4.52B |   4.43B |
+| gpt2-4xl    |    190 |    30 |   1920 |   8.51B |   8.41B |
+| gopher-44m  |      8 |    16 |    512 |  51.48M |  25.32M |
+| gpt-mini    |      6 |     6 |    192 |  12.52M |   2.71M |
+| gpt-micro   |      4 |     4 |    128 |   7.36M |   0.82M |
+| gpt-nano    |      3 |     3 |     48 |   2.55M |   0.09M |
+| gpt3-2.7b   |     32 |    32 |   2560 |   2.65B |   2.52B |
+| gpt3-6.7b   |     32 |    32 |   4096 |   6.65B |   6.44B |
+| gpt-13b     |     40 |    40 |   5120 |  12.85B |  12.59B |
+| gpt-25b     |     56 |    48 |   6144 |  25.69B |  25.37B |
+
+Study B's summary says "minGPT-style configs up to ~6.6B" for gpt2-xxxl; lightning-GPT's
+gpt2-xxxl is 4.43B and none of its presets is 6.6B (GPT-3's 6.7B shape is gpt3-6.7b here).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 GPT2_VOCAB = 50257
+ATTENTIONS: tuple[str, ...] = ("sdpa", "manual")
+# Study B's data and model as lightning-GPT ran them: character vocabulary of char-rnn's
+# shakespeare_input.txt and train.py's default --block_size.
+STUDY_B_VOCAB = 67
+STUDY_B_BLOCK = 128
 
 
 @dataclass(frozen=True)
@@ -35,6 +65,10 @@ class GPTConfig:
     block_size: int = 1024  # longest sequence (size of the position embedding)
     bias: bool = True  # GPT-2 has biases in linears and LayerNorms
     dropout: float = 0.0  # benchmarks run without dropout (it adds RNG work, not model FLOPs)
+    # sdpa: torch's scaled_dot_product_attention (fused/flash kernels where the device has
+    # them); manual: minGPT's softmax(QK^T/sqrt(d)) with the s x s scores materialised.
+    attention: str = "sdpa"
+    tie_weights: bool = True  # output head shares the token embedding (GPT-2); minGPT does not tie
 
     def with_(self, **changes: object) -> "GPTConfig":
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -42,12 +76,22 @@ class GPTConfig:
 
 SIZES: dict[str, GPTConfig] = {
     "tiny": GPTConfig(2, 2, 64),
+    # lightning-GPT's MINGPT_PRESETS, by name
+    "openai-gpt": GPTConfig(12, 12, 768),
     "gpt2": GPTConfig(12, 12, 768),
     "gpt2-medium": GPTConfig(24, 16, 1024),
     "gpt2-large": GPTConfig(36, 20, 1280),
     "gpt2-xl": GPTConfig(48, 25, 1600),
-    "gpt2-xxl": GPTConfig(32, 32, 2560),
-    "gpt2-xxxl": GPTConfig(32, 32, 4096),
+    "gpt2-xxl": GPTConfig(96, 25, 1600),
+    "gpt2-xxxl": GPTConfig(100, 30, 1920),
+    "gpt2-4xl": GPTConfig(190, 30, 1920),
+    "gopher-44m": GPTConfig(8, 16, 512),
+    "gpt-mini": GPTConfig(6, 6, 192),
+    "gpt-micro": GPTConfig(4, 4, 128),
+    "gpt-nano": GPTConfig(3, 3, 48),
+    # GPT-3 shapes and larger
+    "gpt3-2.7b": GPTConfig(32, 32, 2560),
+    "gpt3-6.7b": GPTConfig(32, 32, 4096),
     "gpt-13b": GPTConfig(40, 40, 5120),
     "gpt-25b": GPTConfig(56, 48, 6144),
 }
@@ -65,12 +109,53 @@ def layer_params(n_embd: int, bias: bool = True) -> int:
 def num_params(cfg: GPTConfig, *, include_position: bool = False) -> int:
     """N of the FLOP model: every weight a token's maths uses once.
 
-    The token embedding is tied to the output head and counted once (the head's
-    matrix product uses it). The position embedding is a lookup, not a product,
-    so it is left out unless asked for (nanoGPT counts N the same way).
+    The token embedding is counted once whether or not the output head is tied to it:
+    tied, the head's matrix product uses it; untied, the head is a matrix of the same size
+    and the embedding a lookup. The position embedding is a lookup, not a product, so it
+    is left out unless asked for (nanoGPT counts N the same way).
     """
     total = cfg.vocab_size * cfg.n_embd + cfg.n_layer * layer_params(cfg.n_embd, cfg.bias)
     total += 2 * cfg.n_embd if cfg.bias else cfg.n_embd  # final LayerNorm
     if include_position:
         total += cfg.block_size * cfg.n_embd
     return total
+
+
+def total_params(cfg: GPTConfig) -> int:
+    """Every parameter tensor of the model once (an untied head adds vocab x hidden)."""
+    untied_head = 0 if cfg.tie_weights else cfg.vocab_size * cfg.n_embd
+    return num_params(cfg, include_position=True) + untied_head
+
+
+def mingpt_params(cfg: GPTConfig) -> int:
+    """minGPT's printed count: ``sum(p.numel() for p in self.transformer.parameters())``.
+
+    Token and position embeddings, the blocks and the final LayerNorm; the lm_head (untied
+    in minGPT) is not counted. This is the figure study B reports (85.21M for gpt2 at
+    vocabulary 67 and block size 128).
+    """
+    return num_params(cfg, include_position=True)
+
+
+def study_b_config(name: str) -> GPTConfig:
+    """A preset as study B built it: character vocabulary 67, block size 128, untied head."""
+    return SIZES[name].with_(vocab_size=STUDY_B_VOCAB, block_size=STUDY_B_BLOCK, tie_weights=False,
+                             attention="manual", dropout=0.1)
+
+
+def preset_rows() -> list[dict[str, Any]]:
+    """One row per size: its shape, orch's count and minGPT's count at study B's vocabulary and block."""
+    return [{"preset": name, "n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_embd": cfg.n_embd,
+             "params": total_params(cfg), "params_mingpt_study_b": mingpt_params(study_b_config(name))}
+            for name, cfg in SIZES.items()]
+
+
+def human(n: int) -> str:
+    """85205760 -> '85.21M', 1475873600 -> '1.48B' (minGPT prints millions to 2 decimals)."""
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
+
+
+if __name__ == "__main__":
+    for row in preset_rows():
+        print(f"| {row['preset']:<11} | {row['n_layer']:>6} | {row['n_head']:>5} | {row['n_embd']:>6} | "
+              f"{human(row['params']):>7} | {human(row['params_mingpt_study_b']):>7} |")

@@ -2,8 +2,16 @@
 
 token ids -> token + position embeddings -> n_layer x Block -> LayerNorm -> logits
 Block: x + Attention(LN(x)), then x + MLP(LN(x)); pre-norm as in GPT-2.
-Attention uses ``F.scaled_dot_product_attention`` with a causal mask, which
-picks a fused/flash kernel where the device has one.
+
+Attention (``cfg.attention``):
+- ``sdpa`` (default): ``F.scaled_dot_product_attention`` with a causal mask, which picks
+  a fused/flash kernel where the device has one (the s x s scores are never stored).
+- ``manual``: minGPT's explicit softmax(Q K^T / sqrt(d)) with a causal mask and
+  attention dropout, the (batch, heads, s, s) score matrix materialised in memory and
+  kept for the backward pass, as study B's lightning-GPT/minGPT ran it.
+With ``cfg.dropout`` > 0, dropout also follows the embeddings and each residual branch
+(minGPT's embd_pdrop and resid_pdrop); at 0 those are not in the graph at all.
+``cfg.tie_weights`` false gives the output head its own matrix, as minGPT has.
 """
 
 from __future__ import annotations
@@ -14,7 +22,12 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from workloads.models.configs import GPTConfig
+from workloads.models.configs import ATTENTIONS, GPTConfig
+
+
+def _dropout(p: float) -> nn.Module:
+    """Dropout where asked for; at 0 an identity, so a benchmark without dropout runs no extra kernel."""
+    return nn.Dropout(p) if p > 0 else nn.Identity()
 
 
 class CausalSelfAttention(nn.Module):
@@ -25,17 +38,38 @@ class CausalSelfAttention(nn.Module):
         self.n_head = cfg.n_head
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)  # q, k, v in one product
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        if cfg.attention not in ATTENTIONS:
+            raise ValueError(f"attention {cfg.attention!r}: expected one of {', '.join(ATTENTIONS)}")
+        self.manual = cfg.attention == "manual"
         self.dropout = cfg.dropout
+        self.attn_dropout = _dropout(cfg.dropout)
+        self.resid_dropout = _dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
         b, s, h = x.shape
         q, k, v = self.c_attn(x).split(h, dim=2)
         # (b, s, h) -> (b, heads, s, head_dim)
         q, k, v = (t.view(b, s, self.n_head, h // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        if self.manual:
+            y = self._manual(q, k, v, causal)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                               dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(b, s, h)
-        return self.c_proj(y)
+        return self.resid_dropout(self.c_proj(y))
+
+    def _manual(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+        """minGPT's attention, step by step: (b, heads, s, s) scores, mask, softmax, dropout, @ v."""
+        s = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        if causal:
+            # minGPT keeps a tril buffer of block_size^2; made here per call (s^2 booleans,
+            # small beside the scores) so that meta-device construction needs no buffer.
+            future = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+            att = att.masked_fill(future, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        return att @ v
 
 
 class MLP(nn.Module):
@@ -44,9 +78,10 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
         self.gelu = nn.GELU(approximate="tanh")  # GPT-2's GELU
         self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.dropout = _dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(self.gelu(self.c_fc(x)))
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
 
 
 class Block(nn.Module):
@@ -70,10 +105,12 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+        self.drop = _dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight  # tied, as in GPT-2
+        if cfg.tie_weights:
+            self.lm_head.weight = self.wte.weight  # tied, as in GPT-2
         if not any(p.is_meta for p in self.parameters()):
             self.reset_parameters()
 
@@ -101,7 +138,7 @@ class GPT(nn.Module):
         if s > self.cfg.block_size:
             raise ValueError(f"sequence of {s} tokens exceeds block size {self.cfg.block_size}")
         pos = torch.arange(s, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.blocks:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
