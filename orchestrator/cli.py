@@ -509,26 +509,33 @@ def sites_check(
 @sites_app.command("rehearsal")
 def sites_rehearsal(
     ctx: typer.Context,
-    site: Annotated[str, typer.Argument(help="site (its Slurm systems are kept)")],
+    site: Annotated[str, typer.Argument(help="site (its Slurm systems are kept; a PBS site runs through a PBS "
+                                              "server here or orch's PBS emulator)")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory to write <site>.yaml into.")],
     as_json: JsonOpt = False,
 ) -> None:
     """Write a copy of SITE's profile for a rehearsal on its twin: the site's directives, this machine's CPU.
 
     Then: [bold]orch sandbox up --like SITE[/bold] and [bold]orch --sites-dir OUTPUT run SWEEP[/bold].
+    A PBS site (no twin): [bold]source OUTPUT/pbs-env.sh[/bold] (the emulator, when no PBS server is here),
+    then the same run; the command says what that proves and what it does not.
     """
-    from orchestrator.sitecheck import rehearsal_profile
+    from orchestrator.sitecheck import pbs_rehearsal_setup, rehearsal_profile
 
     filename, text, changes = rehearsal_profile(site, ctx_obj(ctx).sites_dirs)
     output.mkdir(parents=True, exist_ok=True)
     path = output / filename
     path.write_text(text)
+    # PBS: no twin; a PBS server here, else the emulator (and what that proves, plainly).
+    notes = pbs_rehearsal_setup(output) if "\nscheduler: pbs\n" in text else []
     if as_json:
-        print_json({"path": str(path), "changes": changes})
+        print_json({"path": str(path), "changes": changes, "notes": notes})
         return
     console.print(f"wrote {path}", markup=False, highlight=False)
     for change in changes:
         console.print(f"  {change}", markup=False, highlight=False)
+    for note in notes:
+        console.print(note, markup=False, highlight=False)
 
 
 @workloads_app.command("list")

@@ -9,6 +9,7 @@ sweep's retry policy names is retried while attempts remain.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -41,7 +42,7 @@ def submit_grace() -> timedelta:
 # restart) before it is called lost. Long enough that a restart never fails a run. An answer
 # that carries an error (the scheduler could not be asked, or its answer left the job out)
 # never counts: a job is lost only when the scheduler, asked, says it does not know it.
-LOST_AFTER = timedelta(minutes=15)
+LOST_AFTER = timedelta(seconds=float(os.environ.get("ORCH_LOST_AFTER_S", "900")))  # tests shorten it
 
 
 @dataclass

@@ -22,13 +22,17 @@ as not verifiable here and the rest of the script is checked without it.
 :func:`rehearsal_profile` writes a copy of a site profile whose scripts keep every directive
 of the site but run the workload on this machine's CPU (device ``cpu``, this Python, no
 module setup lines, a launcher this machine has), so that a sweep written for the site runs
-on its twin unchanged: ``orch --sites-dir DIR run sweep.yaml``.
+on its twin unchanged: ``orch --sites-dir DIR run sweep.yaml``. A PBS site (Polaris) has
+no twin; its rehearsal profile runs through a PBS server on this machine when there is one
+(``qsub`` on PATH), otherwise through orch's PBS emulator (:func:`pbs_rehearsal_setup`): that
+proves orch's PBS path with the site's directives, not that the site's server accepts them.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -278,7 +282,8 @@ def _runs_here(launcher: Mapping[str, Any]) -> bool:
     return True
 
 
-def _rehearse(section: dict[str, Any], label: str, python: str, changes: list[str], top: bool) -> None:
+def _rehearse(section: dict[str, Any], label: str, python: str, changes: list[str], top: bool,
+              scheduler: str = "slurm") -> None:
     device = section.get("device")
     if isinstance(device, dict):
         old = device.get("type")
@@ -297,9 +302,16 @@ def _rehearse(section: dict[str, Any], label: str, python: str, changes: list[st
     launcher = section.get("launcher")
     if top and launcher is None:
         launcher = section["launcher"] = {"name": "python"}
+    if isinstance(launcher, dict) and scheduler == "pbs" and launcher.get("name") in PROGRAM_LAUNCHERS:
+        # The site's mpiexec is its own (PALS on Polaris: --depth, --cpu-bind), not this machine's.
+        changes.append(f"{label}: launcher {launcher.get('name')} -> torchrun (the site's MPI launcher and "
+                       "its options are not this machine's)")
+        section["launcher"] = launcher = {"name": "torchrun"}
     if isinstance(launcher, dict) and not _runs_here(launcher):
-        changes.append(f"{label}: launcher {launcher.get('name')} -> srun (not runnable on this machine)")
-        section["launcher"] = {"name": "srun"}
+        # On PBS torchrun is standalone on one node (mpiexec only starts it on several).
+        instead = "srun" if scheduler == "slurm" else "torchrun"
+        changes.append(f"{label}: launcher {launcher.get('name')} -> {instead} (not runnable on this machine)")
+        section["launcher"] = {"name": instead}
 
 
 def rehearsal_profile(site: str, sites_dirs: list[Path] | None = None,
@@ -319,6 +331,8 @@ def rehearsal_profile(site: str, sites_dirs: list[Path] | None = None,
     if not isinstance(data, dict):
         raise UserError(f"{path}: not a site profile")
     python = python or sys.executable
+    if data.get("scheduler") == "pbs":
+        return _pbs_rehearsal(name, path, data, python)
     if data.get("scheduler") != "slurm":
         raise NoTwinError(f"site {name} schedules with {data.get('scheduler')}: no twin, so no rehearsal here")
     changes: list[str] = []
@@ -342,3 +356,74 @@ def rehearsal_profile(site: str, sites_dirs: list[Path] | None = None,
               f"#   orch sandbox up --like {name}; orch --sites-dir <this dir> run <sweep>\n"
               + "".join(f"# - {c}\n" for c in changes))
     return f"{name}.yaml", header + yaml.safe_dump(data, sort_keys=False), changes
+
+
+# --------------------------------------------------------------------------------------
+# PBS: no twin; a PBS server on this machine if there is one, else orch's PBS emulator
+# --------------------------------------------------------------------------------------
+
+PBS_REHEARSAL_PROVES = (
+    "orch's whole PBS path with the site's own directives: scripts rendered for the site, submitted "
+    "with qsub (arrays with -J), followed with qstat -x -t -f -F json, collected, cancelled with qdel; "
+    "the workload runs on this machine's CPU")
+PBS_REHEARSAL_DOES_NOT_PROVE = (
+    "that the site's server accepts the job: the emulator takes any queue, project (-A), select "
+    "resource (system=...), filesystems and walltime, and enforces no queue limits; nor PALS mpiexec, "
+    "GPU binding, modules or conda, or runs over several nodes (the emulator runs jobs on this host)")
+
+
+def _pbs_rehearsal(name: str, path: Path, data: dict[str, Any], python: str) -> tuple[str, str, list[str]]:
+    changes: list[str] = []
+    _rehearse(data, name, python, changes, top=True, scheduler="pbs")
+    systems = data.get("systems") or {}
+    kept: dict[str, Any] = {}
+    for sys_name, overrides in systems.items():
+        overrides = dict(overrides or {})
+        if overrides.get("scheduler", "pbs") != "pbs":
+            changes.append(f"{name}:{sys_name}: left out ({overrides.get('scheduler')}: not PBS)")
+            continue
+        _rehearse(overrides, f"{name}:{sys_name}", python, changes, top=False, scheduler="pbs")
+        kept[sys_name] = overrides
+    if systems:
+        data["systems"] = kept
+    data["description"] = f"PBS rehearsal of {name} on this machine: its batch directives, this CPU. " + str(
+        data.get("description", ""))
+    header = (f"# PBS rehearsal of site {name}, written by `orch sites rehearsal` from {path}.\n"
+              "# Directives (select, place, filesystems, queues, project) are the site's; the workload runs on\n"
+              "# this machine's CPU, through a PBS server here or orch's PBS emulator (see pbs-env.sh).\n"
+              f"# Proves: {PBS_REHEARSAL_PROVES}.\n# Does not prove: {PBS_REHEARSAL_DOES_NOT_PROVE}.\n"
+              + "".join(f"# - {c}\n" for c in changes))
+    return f"{name}.yaml", header + yaml.safe_dump(data, sort_keys=False), changes
+
+
+def pbs_emulator_path() -> Path | None:
+    """orch's PBS emulator (``tests/pbs/pbs_emulator.py`` of a source checkout), if this install has it."""
+    candidate = Path(__file__).resolve().parent.parent / "tests" / "pbs" / "pbs_emulator.py"
+    return candidate if candidate.is_file() else None
+
+
+def pbs_rehearsal_setup(output: Path) -> list[str]:
+    """What runs a PBS rehearsal here, as lines to print: a PBS server's ``qsub`` on PATH, or
+    ``output/pbs-bin`` (qsub, qstat, qdel of the emulator) and ``output/pbs-env.sh`` to source."""
+    output = output.resolve()
+    lines = [f"proves: {PBS_REHEARSAL_PROVES}", f"does not prove: {PBS_REHEARSAL_DOES_NOT_PROVE}"]
+    if shutil.which("qsub"):
+        return [f"qsub found at {shutil.which('qsub')}: the rehearsal runs against that PBS server", *lines]
+    emulator = pbs_emulator_path()
+    if emulator is None:
+        return ["no PBS server here (no qsub on PATH) and this install has no PBS emulator "
+                "(tests/pbs/pbs_emulator.py of a source checkout): the profile cannot run here", *lines]
+    bin_dir = output / "pbs-bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for command in ("qsub", "qstat", "qdel"):
+        shim = bin_dir / command
+        shim.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(emulator.parent)!r})\n"
+                        f"import pbs_emulator\nsys.exit(pbs_emulator.main({command!r}, sys.argv[1:]))\n")
+        shim.chmod(0o755)
+    env = output / "pbs-env.sh"
+    env.write_text("# orch's PBS emulator for a rehearsal (no PBS server on this machine): source this file.\n"
+                   f"export PATH={shlex.quote(str(bin_dir))}:\"$PATH\"\n"
+                   f"export PBS_EMU_HOME={shlex.quote(str(output / 'pbs-server'))}\n")
+    return ["no PBS server here: the rehearsal runs through orch's PBS emulator (it runs each job with bash "
+            "on this host, at most $PBS_EMU_SLOTS at once, as OpenPBS 23.06 reports them)",
+            f"first: source {env}", *lines]

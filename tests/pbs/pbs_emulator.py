@@ -485,6 +485,22 @@ def _copy_out(spool: Path, dest: str) -> None:
         pass
 
 
+NOT_RUNNING = "Not Running: Not enough free nodes available"
+
+
+def _not_running(h: Path, seq: int, key: Any) -> None:
+    """The scheduler's comment on a job it could not start (on the array while none of its
+    subjobs has started: the queued subjobs show the array's comment)."""
+    with locked():
+        rec = load(h, seq)
+        if rec is None:
+            return
+        attrs = rec["attrs"]
+        if attrs.get("comment") is None and attrs["job_state"] in "QH":
+            attrs["comment"] = NOT_RUNNING
+            save(h, rec)
+
+
 def run(seq: int) -> int:
     """Run one submission (a job, or every subjob of an array) to the end."""
     h = home()
@@ -529,6 +545,7 @@ def run(seq: int) -> int:
         for key in list(pending):
             slot = try_slot()
             if slot is None:
+                _not_running(h, seq, key)
                 break
             with locked():
                 rec = load(h, seq) or rec

@@ -133,3 +133,67 @@ def test_job_environment_is_pbs_not_the_submitters(pbs, tmp_path: Path, monkeypa
     env = out.read_text()
     assert "ORCH_SECRET_OF_SUBMITTER" not in env  # no qsub -V
     assert f"PBS_JOBID={jid}" in env and "PBS_NODEFILE=" in env and f"PBS_O_WORKDIR={Path.cwd()}" in env
+
+
+def test_dropped_operands_mode(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PBS_EMU_DROP_OPERANDS=1: the main-branch qstat client (recorded in
+    qstat-xtf-json-two-operands-head.txt): a JSON query of several operands answers rc 0 with the
+    first operand's jobs only; text mode and a 23.06 client list them all."""
+    a = sh("qsub", "-h", script(tmp_path, "true"), check=True).stdout.strip()
+    b = sh("qsub", "-h", "-J", "0-1", script(tmp_path, "true", "b.sh"), check=True).stdout.strip()
+    both = sh("qstat", "-x", "-t", "-f", "-F", "json", a, b)
+    assert both.returncode == 0 and set(json.loads(both.stdout)["Jobs"]) >= {a, b}
+    monkeypatch.setenv("PBS_EMU_DROP_OPERANDS", "1")
+    dropped = sh("qstat", "-x", "-t", "-f", "-F", "json", a, b)
+    assert dropped.returncode == 0 and list(json.loads(dropped.stdout)["Jobs"]) == [a] and not dropped.stderr
+    assert list(json.loads(sh("qstat", "-x", "-t", "-f", "-F", "json", b).stdout)["Jobs"])[0] == b
+    text = sh("qstat", "-x", a, b).stdout
+    assert a in text and b in text
+    sh("qdel", a, b, check=True)
+
+
+def keys_of(name: str, jid: str) -> set[str]:
+    return set(json.loads((SAMPLES / name).read_text())["Jobs"][jid])
+
+
+def test_array_subjobs_that_have_not_run_show_the_array(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorded array of 38[]: queued subjobs carry the array's stime, deleted ones substate 70
+    and the parent's current Exit_status; finished, they are F 91 with the parent's value."""
+    monkeypatch.setenv("PBS_EMU_SLOTS", "1")
+    body = 'case "$PBS_ARRAY_INDEX" in 0) exit 3;; 1) sleep 4;; *) true;; esac'
+    jid = sh("qsub", "-J", "0-3", script(tmp_path, body), check=True).stdout.strip()
+    seq = jid.split("[")[0]
+    sub = {i: f"{seq}[{i}].pbs01" for i in range(4)}
+
+    def doc() -> dict:
+        return json.loads(sh("qstat", "-x", "-t", "-f", "-F", "json", jid).stdout)["Jobs"]
+
+    deadline = time.time() + 30
+    while doc()[sub[1]]["job_state"] != "R" and time.time() < deadline:
+        time.sleep(0.1)
+    sh("qdel", sub[2], check=True)  # queued, after [0] ended with 3
+    now = doc()
+    parent, queued, deleted = now[jid], now[sub[3]], now[sub[2]]
+    assert (parent["job_state"], parent["substate"], parent["Exit_status"]) == ("B", 70, 1)
+    assert (deleted["job_state"], deleted["substate"], deleted["Exit_status"]) == ("X", 70, 1)
+    assert deleted["comment"] == "Subjob finished" and "exec_host" not in deleted
+    assert queued["job_state"] == "Q" and queued["stime"] == parent["stime"] and queued["Exit_status"] == 1
+    recorded = "qstat-xtf-json-array-queued-subjob-deleted-after-sibling.json"
+    assert set(queued) == keys_of(recorded, "38[3].pbs01") and set(deleted) == keys_of(recorded, "38[4].pbs01")
+    assert keys_of(recorded, "38[0].pbs01") <= set(now[sub[0]])
+    pbs.wait_all()
+    done = doc()
+    assert (done[jid]["job_state"], done[jid]["substate"]) == ("F", 91)
+    assert (done[sub[2]]["job_state"], done[sub[2]]["substate"]) == ("F", 91)
+    assert done[sub[2]]["Exit_status"] == done[jid]["Exit_status"] == 0  # [3] ended last, with 0
+    assert (done[sub[0]]["substate"], done[sub[0]]["Exit_status"]) == (93, 3)
+    assert done[sub[3]]["array_index"] == 3 and done[sub[3]]["exec_host"]  # ran: its own attributes
+
+
+def test_qdel_of_a_running_job_is_substate_91(pbs, tmp_path: Path) -> None:
+    jid = sh("qsub", script(tmp_path, "sleep 30"), check=True).stdout.strip()
+    wait_state(jid, "R")
+    sh("qdel", jid, check=True)
+    attrs = wait_state(jid, "F")
+    assert (attrs["substate"], attrs["Exit_status"]) in ((91, 271), (91, 265))
+    assert "terminated by" in attrs["comment"]

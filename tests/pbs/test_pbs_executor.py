@@ -131,7 +131,52 @@ def test_history_gone_and_invalid_json(pbs, tmp_path: Path, monkeypatch: pytest.
     time.sleep(1.1)
     infos = ex.query(ids + ["424242.pbs01"])
     assert [(i.state, i.exit_code) for i in infos.values()][:2] == [(JobState.COMPLETED, 0), (JobState.FAILED, 2)]
-    assert infos["424242.pbs01"].failure == FailureClass.LOST
+    # The markers also tell where and how long (PBS's own record is gone).
+    assert all(infos[i].node_list and infos[i].elapsed_s is not None and infos[i].started_at for i in ids)
+    # "Unknown Job Id" for that id alone: not an end yet; orch's follow calls it lost after its grace.
+    assert infos["424242.pbs01"].state == JobState.UNKNOWN and infos["424242.pbs01"].failure == FailureClass.LOST
+    assert "error" not in infos["424242.pbs01"].extra
+
+
+def test_a_server_dropping_operands_is_asked_one_at_a_time(pbs, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PBS_EMU_SLOTS", "1")
+    monkeypatch.setenv("PBS_EMU_DROP_OPERANDS", "1")
+    ex = OrchPbsExecutor(tmp_path / "ex")
+    ids = ex.submit([request(tmp_path, "first", "sleep 3"), request(tmp_path, "second", "true"),
+                     request(tmp_path, "a0", "true", shape="s"), request(tmp_path, "a1", "true", shape="s")])
+    infos = ex.query(ids)
+    # Nothing is unknown: every job was asked for again on its own.
+    assert all(i.state in (JobState.PENDING, JobState.RUNNING) for i in infos.values()), infos
+    assert (tmp_path / "ex" / "qstat-one-operand").exists()
+    # Another orch process on the same folder asks one operand per call from the start.
+    before = len(pbs.calls("qstat"))
+    fresh = OrchPbsExecutor(tmp_path / "ex")
+    infos = wait(fresh, ids)
+    assert all(i.state == JobState.COMPLETED for i in infos.values())
+    assert all(len(c) == 1 + 5 + 1 for c in pbs.calls("qstat")[before:])
+
+
+def test_a_subjob_deleted_before_it_ran_is_cancelled(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deleted while queued after a sibling failed: PBS shows it X, substate 70, with the array's
+    Exit_status (1); orch records it cancelled, with no start, no exit code."""
+    monkeypatch.setenv("PBS_EMU_SLOTS", "1")
+    ex = OrchPbsExecutor(tmp_path / "ex")
+    ids = ex.submit([request(tmp_path, "s0", "exit 3", shape="s"), request(tmp_path, "s1", "sleep 3", shape="s"),
+                     request(tmp_path, "s2", "true", shape="s")])
+    deadline = time.time() + 30
+    while ex.query([ids[1]])[ids[1]].state != JobState.RUNNING and time.time() < deadline:
+        time.sleep(0.1)
+    queued = ex.query([ids[2]])[ids[2]]
+    assert queued.state == JobState.PENDING and queued.started_at is None
+    ex.cancel([ids[2]])
+    infos = ex.query(ids)
+    assert (infos[ids[0]].failure, infos[ids[0]].exit_code) == (FailureClass.FAILED, 3)
+    gone = infos[ids[2]]
+    assert (gone.state, gone.failure, gone.exit_code, gone.started_at) == (
+        JobState.FAILED, FailureClass.CANCELLED, None, None)
+    infos = wait(ex, ids)
+    assert infos[ids[2]].failure == FailureClass.CANCELLED and infos[ids[1]].state == JobState.COMPLETED
 
 
 def test_qsub_refusal_is_reported(pbs, tmp_path: Path) -> None:

@@ -260,6 +260,98 @@ def test_directives_of_a_rendered_script() -> None:
     assert parse_directives(script) == ["-l select=2:system=polaris", "-q prod", "-A proj"]
 
 
+# ------------------------------------------------------------------------------ subjobs that have not run
+
+
+def test_queued_subjobs_do_not_take_the_arrays_start() -> None:
+    jobs = jobs_of("qstat-t-f-json-array-running-queued-subjobs.json")
+    running = [job_info(f"38[{i}].pbs01", jobs[f"38[{i}].pbs01"]) for i in (0, 1)]
+    queued = [job_info(f"38[{i}].pbs01", jobs[f"38[{i}].pbs01"]) for i in (2, 3, 4, 5)]
+    assert all(i.state == JobState.RUNNING and i.started_at and i.node_list == "pbs01" for i in running)
+    # Their stime is the array's: they have not started.
+    assert all(i.state == JobState.PENDING and i.started_at is None for i in queued)
+
+
+def test_queued_subjob_deleted_after_a_sibling_ended() -> None:
+    jobs = jobs_of("qstat-xtf-json-array-queued-subjob-deleted-after-sibling.json")
+    deleted = job_info("38[4].pbs01", jobs["38[4].pbs01"])
+    # X, substate 70, Exit_status 1: the array's value, not its own. It never ran.
+    assert (deleted.state, deleted.failure, deleted.exit_code) == (JobState.FAILED, FailureClass.CANCELLED, None)
+    assert deleted.started_at is None and deleted.node_list is None and deleted.extra["never_ran"]
+    assert "the array's" in (deleted.reason or "")
+    killed = job_info("38[0].pbs01", jobs["38[0].pbs01"])  # deleted while running: its own 271
+    assert (killed.state, killed.failure, killed.exit_code) == (JobState.FAILED, FailureClass.CANCELLED, 143)
+    assert killed.node_list == "pbs01" and killed.elapsed_s == 13
+    for i in (3, 5):  # still queued, showing the array's Exit_status and stime
+        info = job_info(f"38[{i}].pbs01", jobs[f"38[{i}].pbs01"])
+        assert info.state == JobState.PENDING and info.started_at is None and info.exit_code is None
+
+
+def test_finished_array_with_a_subjob_deleted_before_it_ran() -> None:
+    jobs = jobs_of("qstat-xtf-json-array-finished-with-deletions.json")
+    infos = {i: job_info(f"38[{i}].pbs01", jobs[f"38[{i}].pbs01"]) for i in range(6)}
+    # [4]: F, substate 91, Exit_status 0 (the array's): cancelled, not completed.
+    assert (infos[4].state, infos[4].failure, infos[4].exit_code) == (JobState.FAILED, FailureClass.CANCELLED, None)
+    assert infos[0].failure == FailureClass.CANCELLED and infos[0].exit_code == 143
+    for i in (1, 2, 3, 5):
+        assert (infos[i].state, infos[i].exit_code) == (JobState.COMPLETED, 0) and infos[i].elapsed_s
+    assert infos[2].started_at != infos[1].started_at  # each its own start once it ran
+
+
+# ------------------------------------------------------------------------------ dropped operands
+
+
+def recorded_json(name: str) -> str:
+    """The JSON document of a capture that has a note before it and ``rc=N`` after it."""
+    text = sample(name)
+    return text[text.index("{"):text.rindex("}") + 1]
+
+
+def test_two_operand_captures() -> None:
+    full = parse_qstat_json(recorded_json("qstat-xtf-json-two-operands-2306.txt"))
+    head = parse_qstat_json(recorded_json("qstat-xtf-json-two-operands-head.txt"))
+    assert "39.pbs01" in full and "38[].pbs01" in full and "38[5].pbs01" in full
+    assert list(head) == ["39.pbs01"]  # rc 0, the second operand silently dropped
+    assert job_info("38[4].pbs01", full["38[4].pbs01"]).extra.get("never_ran")
+
+
+class DroppingQstat(FakeQstat):
+    """The qstat client of OpenPBS's main branch: rc 0 and only the first operand's jobs."""
+
+    def __call__(self, args: list[str]) -> subprocess.CompletedProcess:
+        ids = args[len(QSTAT_QUERY) + 1:]
+        answer = super().__call__([*args[:len(QSTAT_QUERY) + 1], *ids[:1]])
+        self.calls[-1] = args  # what was asked
+        return answer
+
+
+def test_dropped_operands_are_asked_again_one_at_a_time() -> None:
+    fake = DroppingQstat(DOCS)
+    got = qstat_jobs(["6.pbs01", "7.pbs01", "9[].pbs01"], fake)
+    assert [c[len(QSTAT_QUERY) + 1:] for c in fake.calls] == [
+        ["6.pbs01", "7.pbs01", "9[].pbs01"], ["7.pbs01"], ["9[].pbs01"]]
+    assert {"6.pbs01", "7.pbs01", "9[].pbs01", "9[2].pbs01"} <= set(got.jobs)
+    assert got.dropped == ["7.pbs01", "9[].pbs01"] and not got.errors and not got.unknown
+    # Known to drop: one operand per call from the start, nothing batched.
+    again = DroppingQstat(DOCS)
+    got = qstat_jobs(["6.pbs01", "7.pbs01"], again, one_at_a_time=True)
+    assert [len(c) for c in again.calls] == [len(QSTAT_QUERY) + 2] * 2 and not got.dropped
+
+
+def test_absence_from_a_successful_answer_is_never_unknown() -> None:
+    class Silent(FakeQstat):  # rc 0, no jobs (qstat -x on a server without job history, say)
+        def __call__(self, args: list[str]) -> subprocess.CompletedProcess:
+            self.calls.append(args)
+            return subprocess.CompletedProcess(args, 0, '{"timestamp": 1, "pbs_version": "23.06.06"}', "")
+
+    got = qstat_jobs(["6.pbs01", "7.pbs01"], Silent(DOCS))
+    assert not got.unknown and set(got.errors) == {"6.pbs01", "7.pbs01"}
+    # "Unknown Job Id" in a batched answer names no job for sure: asked alone before it counts.
+    fake = FakeQstat(DOCS, unknown={"99999.pbs01"})
+    got = qstat_jobs(["99999.pbs01", "6.pbs01"], fake)
+    assert fake.calls[-1][len(QSTAT_QUERY) + 1:] == ["99999.pbs01"] and got.unknown == {"99999.pbs01"}
+
+
 def test_samples_are_the_recorded_ones() -> None:
     """tests/pbs/samples is a copy of shared/reference/pbs-samples (project fixtures)."""
     ref = Path("/work/shared/reference/pbs-samples")

@@ -1,0 +1,45 @@
+"""`orch sites rehearsal` for a PBS site: no twin, so the profile runs through the PBS emulator here
+(no PBS server on this machine), and the command says what that proves and what it does not."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tests.conftest import run_orch, write
+
+SWEEP = """\
+name: polaris-rehearsal
+experiments:
+  - name: gemm
+    workload: gemm
+    sites: [polaris]
+    walltime: "00:10:00"
+    grid: {devices: 1, precision: fp32, m: 64, n: 64, k: 64, warmup: 1, iters: 2}
+"""
+
+
+def test_polaris_rehearsal_runs_through_the_emulator(tmp_path: Path) -> None:
+    out = tmp_path / "rehearsal"
+    env = {"PATH": os.environ["PATH"]}  # no qsub on it: no PBS server here
+    made = run_orch("sites", "rehearsal", "polaris", "-o", str(out), "--json", cwd=tmp_path, env=env, check=True)
+    notes = json.loads(made.stdout)["notes"]
+    assert any(n.startswith("no PBS server here") for n in notes)
+    assert any(n.startswith("does not prove:") and "any queue" in n for n in notes)
+    text = (out / "polaris.yaml").read_text()
+    assert "scheduler: pbs" in text and "system=polaris" in text and "home:eagle" in text
+    env_sh = (out / "pbs-env.sh").read_text()
+    assert f"PBS_EMU_HOME={out.resolve() / 'pbs-server'}" in env_sh
+    # What `source pbs-env.sh` sets, then the sweep written for Polaris, unchanged.
+    run_env = {"PATH": f"{out.resolve() / 'pbs-bin'}{os.pathsep}{os.environ['PATH']}",
+               "PBS_EMU_HOME": str(out / "pbs-server"), "ORCH_POLARIS_PROJECT": "myproj"}
+    sweep = write(tmp_path / "sweep.yaml", SWEEP)
+    proc = run_orch("--sites-dir", str(out), "run", str(sweep), "--interval", "0.5", cwd=tmp_path, env=run_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(run_orch("sql", "-f", "json", "SELECT r.status, r.script, a.job_id FROM runs r JOIN attempts a "
+                               "ON a.run_id = r.id", cwd=tmp_path, env=run_env, check=True).stdout)
+    assert len(rows) == 1 and rows[0]["status"] == "finished" and rows[0]["job_id"].endswith(".pbs01")
+    script = rows[0]["script"]
+    assert "#PBS -l select=1:system=polaris\n" in script and "#PBS -A myproj\n" in script
+    assert "#PBS -l filesystems=home:eagle\n" in script and "#PBS -q debug\n" in script
