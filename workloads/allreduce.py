@@ -1,16 +1,26 @@
 """All-reduce (sum) bandwidth over message sizes, defined as nccl-tests does.
 
 For each size (elements of the precision's dtype): ``--warmup`` untimed
-all-reduces, then ``--iters`` timed ones; time = their mean (nccl-tests
-averages too), algbw = bytes / time, busbw = algbw * 2(n-1)/n, the figure to
-compare with a link's peak (it is what each rank's link carries in a ring).
-Backends: gloo on cpu, nccl (RCCL) on cuda, xccl/ccl on xpu, hccl on hpu.
-One rank alone is allowed (busbw 0: nothing crosses a link).
+all-reduces, then ``--iters`` timed ones. The time is nccl-tests' (its common.cu:
+each rank's timed loop over the iterations, divided by the iterations, then
+``Allreduce(&deltaSec, average)``, its default ``-a 1``): each rank's summed timed
+time / iterations, averaged over ranks. That is total work over total time per rank,
+as every other rate in orch, except that nccl-tests averages the ranks where the other
+workloads take each step's slowest rank. algbw = bytes / time, busbw = algbw *
+2(n-1)/n, the figure to compare with a link's peak (it is what each rank's link
+carries in a ring). Backends: gloo on cpu, nccl (RCCL) on cuda, xccl/ccl on xpu, hccl
+on hpu. One rank alone is allowed (busbw 0: nothing crosses a link).
+
+Figures (study C.4; definitions in ``db/glossary_metrics.yaml``): ``busbw_gbs`` (also
+``bandwidth_gbs``) and ``algbw_gbs`` at the largest size, ``message_bytes`` its size,
+``bus_factor`` = 2(n-1)/n, ``link_utilization`` = busbw_gbs / --peak-link-gbs, and per
+size S ``busbw_gbs_S``, ``algbw_gbs_S``, ``time_s_S`` (S in elements). The metrics
+file's step times (and ``timed_time_s``) are the largest size's, slowest rank per step.
 """
 
 from __future__ import annotations
 
-import statistics
+import math
 from typing import Any, Sequence
 
 import torch
@@ -56,8 +66,10 @@ def body(session: Session) -> None:
             if any(abs(v - expected) > 1e-2 * expected for v in got):
                 raise RuntimeError(f"all-reduce of {size} elements gave {got}, expected {expected}")
         session.barrier()
-        times = session.slowest_steps(session.time_steps(lambda: torch_dist.all_reduce(buf)))
-        mean = statistics.fmean(times)
+        own = session.time_steps(lambda: torch_dist.all_reduce(buf))
+        times = session.slowest_steps(own)
+        per_rank = session.gather(math.fsum(own) / len(own))  # nccl-tests: each rank's mean ...
+        mean = sum(per_rank) / len(per_rank)  # ... averaged over ranks
         nbytes = size * buf.element_size()
         algbw, busbw = flops.allreduce_bandwidths(nbytes, mean, n)
         rows.append({"elements": size, "bytes": nbytes, "time_s": mean, "algbw_gbs": algbw / 1e9,

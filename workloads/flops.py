@@ -38,6 +38,20 @@ def conv2d(w: int, h: int, c: int, b: int, k: int, fw: int, fh: int, pw: int = 0
     return 2 * conv_out(w, fw, pw, sw) * conv_out(h, fh, ph, sh) * k * c * fw * fh * b
 
 
+def conv2d_study_c(w: int, h: int, c: int, b: int, k: int, fw: int, fh: int, pw: int = 0, ph: int = 0,
+                   sw: int = 1, sh: int = 1) -> float:
+    """Forward conv2d as study C (DeepBench on the ALCF AI Testbed) counts it:
+    2*Wo*Ho*k*c*fw*fh*b with Wo=(w+2pw-fw)/sw and Ho=(h+2ph-fh)/sh, no +1 (perf-model.md).
+
+    Less than :func:`conv2d`'s true count (by (Wo+1)(Ho+1)/(Wo*Ho) at stride 1: 25/16 on
+    DeepBench's 7x7 3x3 shape); kept so the study's TFLOP/s can be set beside its table.
+    Real division, as the formula is written (every DeepBench shape has stride 1).
+    """
+    wo = max(0.0, (w + 2 * pw - fw) / sw)
+    ho = max(0.0, (h + 2 * ph - fh) / sh)
+    return 2 * wo * ho * k * c * fw * fh * b
+
+
 def relu(w: int, h: int, c: int, b: int) -> int:
     """ReLU: w*h*c*b (one operation per element)."""
     return w * h * c * b

@@ -1,9 +1,19 @@
 """Dense matrix product C = A @ B, A (M,K), B (K,N): the DeepBench GEMM kernel.
 
 FLOPs per product: 2*M*N*K (one multiply and one add per term). With several
-ranks each rank times its own product on its own device after a barrier;
-``tflops`` is the sum of the ranks' rates, ``tflops_per_device`` its mean, and
-the step times are the slowest rank's per step.
+ranks each rank times its own product on its own device after a barrier, and
+the ranks' rates are summed (their products are independent, so the machine's
+rate is the sum of its devices'); the step times in the metrics file are the
+slowest rank's per step.
+
+Figures (definitions: ``db/glossary_metrics.yaml``; study C.1 DeepBench GEMM):
+
+- ``tflops`` = sum over ranks of flops_per_step x n / T_r / 1e12, T_r a rank's summed
+  timed-step time, n the timed steps (DeepBench averages its timed repeats, i.e.
+  total work over total time); ``tflops_median`` = sum over ranks of
+  flops_per_step / (that rank's median step time) / 1e12.
+- ``tflops_per_device`` = tflops / ranks; ``mfu`` = tflops / (ranks x --peak-tflops).
+- ``flops_per_step`` = 2*M*N*K; ``bytes_per_step`` = bytes of A, B and C touched once.
 
 fp8 uses ``torch._scaled_mm`` on e4m3 inputs (unit scales, bf16 output), which
 needs M, N, K multiples of 16 and an fp8-capable device.
@@ -17,7 +27,7 @@ import torch
 
 from workloads import flops
 from workloads.harness import Refused, Session, run_workload
-from workloads.harness.timing import percentile
+from workloads.harness.timing import rate_figures, sum_figures
 
 
 def make_step(session: Session, m: int, n: int, k: int) -> Callable[[], Any]:
@@ -49,10 +59,11 @@ def body(session: Session) -> None:
     work = flops.gemm(m, n, k)
     session.barrier()  # every rank starts timing together
     times = session.time_steps(step)
-    own_rate = work / percentile(times, 50)  # this rank's FLOP/s at its median step
-    total = session.sum_all(own_rate)
+    # Each rank's own rate (total-based and median-based), summed over ranks.
+    summed = sum_figures(session.gather(rate_figures("tflops", work / 1e12, times)))
+    total = summed["tflops"] * 1e12  # FLOP/s, all ranks
     results = {
-        "tflops": total / 1e12,
+        **summed,
         "tflops_per_device": total / session.world_size / 1e12,
         "mfu": session.mfu(total),
         "flops_per_step": float(work),

@@ -13,8 +13,26 @@ loading is inside the step (the dataset-size study measures it).
 Model FLOPs per token: 6N + 12*L*h*s, N the parameters without the position
 embedding (token embedding counted once: it is the tied output head), attention
 counted over the full s x s square (causal masking not halved); recompute would
-add hardware FLOPs, not model FLOPs. tflops = that x tokens/s (all ranks);
-mfu = tflops / (ranks x --peak-tflops).
+add hardware FLOPs, not model FLOPs. Study D's "model TFLOP/s per device"
+(llm-foundry's 3 x (2N + 4*L*h*s) per token, N with the tied embedding once) is the
+same count, so ``tflops_per_device`` is its figure. The references give study A no
+FLOP formula of its own (it reports tokens/s), so none is added for it.
+
+Figures (definitions: ``db/glossary_metrics.yaml``; T = ``timed_time_s``, the sum of
+the timed steps' times, each the slowest rank's; n = timed steps):
+
+- ``tokens_per_s`` = tokens_per_step x n / T, tokens_per_step = b x s x accum x ranks
+  (studies A, B: total tokens over total time); ``tokens_per_s_median`` =
+  tokens_per_step / median step time.
+- ``samples_per_s`` = global_batch x n / T, global_batch = b x accum x ranks;
+  ``samples_per_s_median`` likewise at the median step.
+- ``tflops`` = flops_per_token x tokens_per_s / 1e12 (all ranks); ``tflops_median`` at
+  the median step; ``tflops_per_device`` = tflops / ranks (study D);
+  ``mfu`` = tflops / (ranks x --peak-tflops).
+- By epochs: ``epoch_time_s`` the second epoch's wall time (the only one's with
+  --epochs 1) averaged over ranks (study B), ``epoch_time_max_s`` its slowest rank,
+  ``epoch_tokens_per_s`` = tokens_per_step x steps_per_epoch / epoch_time_s. The
+  step-based figures above cover every step after the first --warmup, across epochs.
 """
 
 from __future__ import annotations
@@ -27,7 +45,7 @@ import torch
 from workloads import flops, strategies
 from workloads.data.sources import Batch, Synthetic, Windows
 from workloads.harness import Refused, Session
-from workloads.harness.timing import percentile
+from workloads.harness.timing import rate, rate_figures
 from workloads.models.configs import GPTConfig, num_params
 
 
@@ -92,23 +110,22 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         times = all_times[warmup:]
 
     steps = session.slowest_steps(times)
-    p50 = percentile(steps, 50)
     tokens_per_step = b * s * accum * session.world_size
+    global_batch = b * accum * session.world_size
     per_token = flops.gpt_train_flops_per_token(n, cfg.n_layer, cfg.n_embd, s)
-    tokens_per_s = tokens_per_step / p50
-    model_flops = per_token * tokens_per_s
+    model_flops = rate(per_token * tokens_per_step, steps).total  # FLOP/s, all ranks
     final_loss = float(loss.float().item())
     results: dict[str, Any] = {
-        "tokens_per_s": tokens_per_s,
-        "samples_per_s": b * accum * session.world_size / p50,
-        "tflops": model_flops / 1e12,
+        **rate_figures("tokens_per_s", tokens_per_step, steps),
+        **rate_figures("samples_per_s", global_batch, steps),
+        **rate_figures("tflops", per_token * tokens_per_step / 1e12, steps),
         "tflops_per_device": model_flops / session.world_size / 1e12,
         "mfu": session.mfu(model_flops),
         "model_params": n,
         "model_params_with_position": num_params(cfg, include_position=True),
         "flops_per_token": per_token,
         "tokens_per_step": tokens_per_step,
-        "global_batch": b * accum * session.world_size,
+        "global_batch": global_batch,
         "loss": final_loss,
     }
     if extra_metrics is not None:

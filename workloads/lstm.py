@@ -2,7 +2,10 @@
 
 FLOPs: the study's count per layer 2*4*s*i*h*b + 2*4*s*h*b is ``tflops``;
 ``tflops_full`` also counts the recurrent product in full, 2*4*s*b*h*(i+h) per
-layer. Backward counted as 2 x forward.
+layer. Backward counted as 2 x forward. ``flops_forward_full``, ``flops_per_step_full``
+and ``tflops_forward_full`` are the full count's; the other figures and every rate's
+definition (total work over total timed time): ``workloads/primitives.py``,
+``db/glossary_metrics.yaml``.
 """
 
 from __future__ import annotations

@@ -12,9 +12,21 @@ distilbert, braggnn, candle_uno): a model, a synthetic batch, a loss, the forwar
 The batches are made once on the device from a seeded generator (two of them, used in
 turn), so neither data loading nor random-number generation is timed. Timing, peak memory
 and the metrics file are the harness's (``workloads/harness``); per-step times are the
-slowest rank's. Reported: samples/s (all ranks), tokens/s where a sample is a sequence,
-model TFLOP/s = forward FLOPs per sample x (3 for training, 1 for inference) x samples/s,
-MFU with --peak-tflops, and for inference the latency p50/p90 of one batch.
+slowest rank's.
+
+Figures (definitions: ``db/glossary_metrics.yaml``; T = ``timed_time_s``, the sum of the
+timed steps' times; n = timed steps; study C.2/C.3 figures):
+
+- ``samples_per_s`` = global_batch x n / T, global_batch = batch x accum x ranks (samples
+  per optimiser step, or per inference step, over all ranks); ``samples_per_s_median`` =
+  global_batch / median step time.
+- ``tokens_per_s`` (``tokens_per_s_median``) = samples_per_s (its median form) x the
+  sequence length, where a sample is a sequence (BERT, DistilBERT).
+- ``tflops`` = flops_per_sample x samples_per_s / 1e12, flops_per_sample = forward FLOPs
+  x (3 training, 1 inference); ``tflops_median`` at the median step;
+  ``tflops_per_device`` = tflops / ranks; ``mfu`` = tflops / (ranks x --peak-tflops).
+- Inference: ``latency_p50_s``, ``latency_p90_s``, ``latency_mean_s`` of one batch's step,
+  ``latency_per_sample_p50_s`` = latency_p50_s / batch.
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ import torch.nn as nn
 
 from workloads import flops
 from workloads.harness import Refused, Session
-from workloads.harness.timing import percentile
+from workloads.harness.timing import percentile, rate, rate_figures
 
 MODES = ("train", "inference")
 
@@ -141,12 +153,11 @@ def run(session: Session, bench: Bench, mode: str, grad_accum: int = 1) -> None:
     steps = session.slowest_steps(session.time_steps(step))
     p50 = percentile(steps, 50)
     samples_per_step = bench.batch_size * grad_accum * session.world_size
-    samples_per_s = samples_per_step / p50
     per_sample = bench.flops_forward_per_sample * (flops.TRAIN_FACTOR if mode == "train" else 1)
-    model_flops = per_sample * samples_per_s
+    model_flops = rate(per_sample * samples_per_step, steps).total  # FLOP/s, all ranks
     results: dict[str, Any] = {
-        "samples_per_s": samples_per_s,
-        "tflops": model_flops / 1e12,
+        **rate_figures("samples_per_s", samples_per_step, steps),
+        **rate_figures("tflops", per_sample * samples_per_step / 1e12, steps),
         "tflops_per_device": model_flops / session.world_size / 1e12,
         "mfu": session.mfu(model_flops),
         "flops_per_sample": float(per_sample),
@@ -155,7 +166,7 @@ def run(session: Session, bench: Bench, mode: str, grad_accum: int = 1) -> None:
         "global_batch": samples_per_step,
     }
     if bench.tokens_per_sample:
-        results["tokens_per_s"] = samples_per_s * bench.tokens_per_sample
+        results.update(rate_figures("tokens_per_s", samples_per_step * bench.tokens_per_sample, steps))
     if inference:
         results.update({
             "latency_p50_s": p50,

@@ -2,7 +2,9 @@
 
 FLOPs (perf-model.md): w*h*c*b, one per element, forward; backward counted the
 same (one select per element). ``bandwidth_gbs``: bytes read plus written by the
-forward (2 x elements x element size) over its median time.
+forward (2 x elements x element size) x timed steps / summed forward time
+(``bandwidth_gbs_median`` at the median forward time). The other figures and every
+rate's definition: ``workloads/primitives.py``, ``db/glossary_metrics.yaml``.
 """
 
 from __future__ import annotations

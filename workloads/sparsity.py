@@ -15,8 +15,11 @@ mask multiply after each step): exactly the study's finding for platforms withou
 unstructured-sparsity support. Hardware that skips zeros (Cerebras's weight sparsity) is
 where a speed-up would show; its vendor stack, not this program, is what runs there.
 NVIDIA's 2:4 structured sparsity needs its own kernels (cuSPARSELt) and is not used.
-Model FLOPs (tflops, mfu) stay the dense counts; ``weight_sparsity`` and
-``pruned_params`` say what was pruned.
+Model FLOPs (tflops, mfu) stay the dense counts. Figures (``db/glossary_metrics.yaml``):
+``weight_sparsity`` = pruned_params / prunable_params (study A.5's sparsity),
+``pruned_params`` the entries the masks zero, ``prunable_params`` the entries of the
+blocks' linear weights, ``measured_sparsity`` the fraction of exact zeros in them after
+the timed steps (the masks held).
 
 DDP only (every rank holds the whole weight and computes the same mask): sharded
 strategies (fsdp, zero) would need the mask computed over shards and are refused.

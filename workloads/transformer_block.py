@@ -5,6 +5,18 @@ GELU MLP). Per step: forward on a (batch, seq, hidden) input, then backward
 from a fixed random output gradient. FLOPs: forward b*s*(2*N_layer + 4*h*s),
 backward twice that (``workloads/flops.py``). fp16/bf16 run under autocast with
 fp32 weights, as mixed-precision training does.
+
+Figures (study A.1: tokens/s and TFLOP/s, forward and backward separately; definitions
+in ``db/glossary_metrics.yaml``). Per step the slowest rank's forward, backward and
+their sum; n timed steps; T, T_fwd, T_bwd their summed times (T = ``timed_time_s``):
+
+- ``tokens_per_s`` = b x s x ranks x n / T; ``samples_per_s`` = b x ranks x n / T;
+  ``tflops`` = (flops_forward + flops_backward) x ranks x n / T / 1e12;
+  ``tflops_per_device`` = tflops / ranks; ``mfu`` = tflops / (ranks x --peak-tflops).
+- ``forward_tokens_per_s``, ``tflops_forward`` the same over T_fwd with the forward's
+  FLOPs; ``backward_tokens_per_s``, ``tflops_backward`` over T_bwd.
+- Each rate's ``<name>_median`` is the same work over the median (step, forward or
+  backward) time; ``forward_time_p50_s``, ``backward_time_p50_s`` those medians.
 """
 
 from __future__ import annotations
@@ -15,7 +27,7 @@ import torch
 
 from workloads import flops
 from workloads.harness import Refused, Session, run_workload
-from workloads.harness.timing import IntervalClock, percentile
+from workloads.harness.timing import IntervalClock, percentile, rate, rate_figures
 from workloads.models.configs import GPTConfig
 from workloads.models.gpt import Block
 
@@ -70,28 +82,27 @@ def body(session: Session) -> None:
     f_fwd = flops.transformer_block_forward(b, s, h)
     f_bwd = flops.transformer_block_backward(b, s, h) if args.backward else 0
     fwd_g, bwd_g, steps_g = session.slowest_steps(fwd), session.slowest_steps(bwd), session.slowest_steps(steps)
-    p_fwd, p_step = percentile(fwd_g, 50), percentile(steps_g, 50)
     tokens = b * s * session.world_size
-    total = (f_fwd + f_bwd) * session.world_size / p_step
+    ranks = session.world_size
+    total = rate((f_fwd + f_bwd) * ranks, steps_g).total  # FLOP/s, all ranks
     results = {
-        "tokens_per_s": tokens / p_step,
-        "samples_per_s": b * session.world_size / p_step,
-        "tflops": total / 1e12,
-        "tflops_per_device": total / session.world_size / 1e12,
+        **rate_figures("tokens_per_s", tokens, steps_g),
+        **rate_figures("samples_per_s", b * ranks, steps_g),
+        **rate_figures("tflops", (f_fwd + f_bwd) * ranks / 1e12, steps_g),
+        "tflops_per_device": total / ranks / 1e12,
         "mfu": session.mfu(total),
-        "forward_time_p50_s": p_fwd,
-        "forward_tokens_per_s": tokens / p_fwd,
-        "tflops_forward": f_fwd * session.world_size / p_fwd / 1e12,
+        "forward_time_p50_s": percentile(fwd_g, 50),
+        **rate_figures("forward_tokens_per_s", tokens, fwd_g),
+        **rate_figures("tflops_forward", f_fwd * ranks / 1e12, fwd_g),
         "flops_forward": f_fwd,
         "flops_backward": f_bwd,
         "layer_params": flops.transformer_layer_params(h),
     }
     if args.backward:
-        p_bwd = percentile(bwd_g, 50)
         results.update({
-            "backward_time_p50_s": p_bwd,
-            "backward_tokens_per_s": tokens / p_bwd,
-            "tflops_backward": f_bwd * session.world_size / p_bwd / 1e12,
+            "backward_time_p50_s": percentile(bwd_g, 50),
+            **rate_figures("backward_tokens_per_s", tokens, bwd_g),
+            **rate_figures("tflops_backward", f_bwd * ranks / 1e12, bwd_g),
         })
     session.finish(results, steps_g, already_gathered=True,
                    timing_extra={"forward_times_s": fwd_g, "backward_times_s": bwd_g if args.backward else []})

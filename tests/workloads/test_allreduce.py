@@ -19,3 +19,7 @@ def test_allreduce_single_rank(run_workload) -> None:
     doc = run_workload("workloads.allreduce", ["--sizes", "256", "--warmup", "0", "--iters", "2",
                                                "--peak-link-gbs", "10"])
     assert doc["metrics"]["busbw_gbs"] == 0 and doc["metrics"]["algbw_gbs"] > 0
+    # nccl-tests' time: the rank's summed timed time over the iterations (one rank: no average).
+    steps = doc["timing"]["step_times_s"]
+    assert math.isclose(doc["metrics"]["time_s_256"], math.fsum(steps) / 2, rel_tol=1e-12)
+    assert math.isclose(doc["metrics"]["algbw_gbs"], 256 * 4 / doc["metrics"]["time_s_256"] / 1e9, rel_tol=1e-12)

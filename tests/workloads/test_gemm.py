@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import math
 
-from tests.workloads.workload_helpers import run_module
+from tests.workloads.workload_helpers import median_rate, run_module, total_rate
 
 
 def test_gemm_single_process_metrics_validate(run_workload) -> None:
@@ -13,8 +13,12 @@ def test_gemm_single_process_metrics_validate(run_workload) -> None:
     assert doc["params"]["m"] == 64 and doc["params"]["precision"] == "bf16"
     assert len(doc["timing"]["step_times_s"]) == doc["timing"]["timed_steps"] == 4
     assert m["flops_per_step"] == 2 * 64 * 48 * 32
-    # tflops is FLOPs over the median step; MFU divides it by the given peak.
-    assert math.isclose(m["tflops"], 2 * 64 * 48 * 32 / m["step_time_p50_s"] / 1e12, rel_tol=1e-9)
+    # tflops: FLOPs of the timed steps over their summed time; tflops_median at the median step;
+    # MFU divides tflops by the given peak.
+    steps = doc["timing"]["step_times_s"]
+    assert math.isclose(m["tflops"], total_rate(2 * 64 * 48 * 32, steps) / 1e12, rel_tol=1e-12)
+    assert math.isclose(m["tflops_median"], median_rate(2 * 64 * 48 * 32, steps) / 1e12, rel_tol=1e-12)
+    assert math.isclose(m["timed_time_s"], math.fsum(steps), rel_tol=1e-12)
     assert math.isclose(m["mfu"], m["tflops"] / 1.5, rel_tol=1e-9)
     assert m["peak_mem_gb"] > 0
     assert doc["env"]["torch"] and doc["env"]["hostnames"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workloads.workload_helpers import run_module
+from tests.workloads.workload_helpers import median_rate, run_module, total_rate
 from workloads import flops
 from workloads.models.configs import SIZES, num_params
 
@@ -20,7 +20,11 @@ def _check_throughput(doc: dict, ranks: int, accum: int = 1) -> None:
     n = num_params(SIZES["tiny"])
     tokens_per_step = 2 * 32 * accum * ranks
     assert m["model_params"] == n and m["tokens_per_step"] == tokens_per_step
-    assert math.isclose(m["tokens_per_s"], tokens_per_step / m["step_time_p50_s"], rel_tol=1e-9)
+    steps = doc["timing"]["step_times_s"]  # each the slowest rank's
+    assert math.isclose(m["tokens_per_s"], total_rate(tokens_per_step, steps), rel_tol=1e-12)
+    assert math.isclose(m["tokens_per_s_median"], median_rate(tokens_per_step, steps), rel_tol=1e-12)
+    assert m["global_batch"] == 2 * accum * ranks
+    assert math.isclose(m["samples_per_s"], total_rate(m["global_batch"], steps), rel_tol=1e-12)
     per_token = flops.gpt_train_flops_per_token(n, 2, 64, 32)
     assert m["flops_per_token"] == per_token
     assert math.isclose(m["tflops"], per_token * m["tokens_per_s"] / 1e12, rel_tol=1e-9)

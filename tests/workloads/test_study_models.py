@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tests.workloads.workload_helpers import run_module
+from tests.workloads.workload_helpers import median_rate, run_module, total_rate
 from workloads import flops
 from workloads.models import sizes
 
@@ -24,7 +24,10 @@ def _check_common(doc: dict, batch: int, per_sample_forward: int, *, train: bool
     assert p50 > 0 and m["step_time_p90_s"] >= p50 and m["peak_mem_gb"] > 0
     assert doc["timing"]["timed_steps"] == 3 and doc["timing"]["warmup_steps"] == 1
     assert m["global_batch"] == batch * accum * ranks
-    assert math.isclose(m["samples_per_s"], batch * accum * ranks / p50, rel_tol=1e-9)
+    steps = doc["timing"]["step_times_s"]  # each the slowest rank's
+    assert math.isclose(m["samples_per_s"], total_rate(batch * accum * ranks, steps), rel_tol=1e-12)
+    assert math.isclose(m["samples_per_s_median"], median_rate(batch * accum * ranks, steps), rel_tol=1e-12)
+    assert math.isclose(m["timed_time_s"], math.fsum(steps), rel_tol=1e-12)
     assert m["flops_forward_per_sample"] == per_sample_forward
     assert m["flops_per_sample"] == per_sample_forward * (3 if train else 1)
     assert math.isclose(m["tflops"], m["flops_per_sample"] * m["samples_per_s"] / 1e12, rel_tol=1e-9)

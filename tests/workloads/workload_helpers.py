@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import socket
+import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
+
+import yaml
 
 from orchestrator.metrics_schema import MetricsFile
 
 REPO = Path(__file__).resolve().parents[2]
+GLOSSARY = REPO / "db" / "glossary_metrics.yaml"
 
 
 def _env() -> dict[str, str]:
@@ -53,3 +59,24 @@ def load_valid(path: Path) -> dict[str, Any]:
     return doc
 
 
+
+
+def glossary() -> dict[str, dict[str, Any]]:
+    """db/glossary_metrics.yaml: metric name -> {formula, unit, studies, note}."""
+    return yaml.safe_load(GLOSSARY.read_text())
+
+
+def undocumented(names: Iterable[str]) -> list[str]:
+    """The names the glossary lacks; a key with ``<S>`` stands for any number there."""
+    keys = glossary()
+    patterns = [re.compile(re.sub(r"<[^>]+>", "[0-9]+", re.escape(k)) + "$") for k in keys if "<" in k]
+    return sorted(n for n in names if n not in keys and not any(p.match(n) for p in patterns))
+
+
+def total_rate(work_per_step: float, step_times: Sequence[float]) -> float:
+    """Work of all timed steps over their summed time (the studies' throughput)."""
+    return work_per_step * len(step_times) / math.fsum(step_times)
+
+
+def median_rate(work_per_step: float, step_times: Sequence[float]) -> float:
+    return work_per_step / statistics.median(step_times)

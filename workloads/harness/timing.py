@@ -4,6 +4,14 @@ On cuda/xpu the steps are timed with device events recorded on the stream (one
 event per step boundary, read after one final synchronise), so timing adds no
 host-device round trip per step; elsewhere each step ends with a synchronise and
 is timed with ``time.perf_counter``.
+
+Rates (one definition for every workload, ``db/glossary_metrics.yaml``): a figure
+such as tokens/s is the work of the timed steps over their total time,
+``work_per_step * steps / sum(step_times)``, as the studies define throughput
+(total tokens over total time); the rate at the median step,
+``work_per_step / median(step_times)``, is kept beside it under ``<name>_median``.
+The step times are the slowest rank's per step (warm-up excluded), so their sum,
+``timed_time_s``, is the wall time the timed steps took.
 """
 
 from __future__ import annotations
@@ -11,7 +19,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
 
 from workloads.harness.device import Device
 
@@ -28,9 +37,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def summarize(step_times: list[float]) -> dict[str, float]:
-    """p50 (also as ``step_time_s``), p90, mean, min, max and sample std of the step times."""
+    """p50 (also as ``step_time_s``), p90, mean, min, max and sample std of the step times,
+    and their sum ``timed_time_s`` (the denominator of every total-based rate)."""
     p50 = percentile(step_times, 50)
     return {
+        "timed_time_s": math.fsum(step_times),
         "step_time_s": p50,
         "step_time_p50_s": p50,
         "step_time_p90_s": percentile(step_times, 90),
@@ -39,6 +50,46 @@ def summarize(step_times: list[float]) -> dict[str, float]:
         "step_time_max_s": max(step_times),
         "step_time_std_s": statistics.stdev(step_times) if len(step_times) > 1 else 0.0,
     }
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Work per second over the timed steps, two ways.
+
+    ``total``: work of all timed steps / their summed time (the headline figure);
+    ``median``: work of one step / the median step time (kept as ``<name>_median``).
+    """
+
+    total: float
+    median: float
+
+
+def rate(work_per_step: float, step_times: Sequence[float]) -> Rate:
+    """The rate of ``work_per_step`` (tokens, samples, FLOPs, bytes ...) over ``step_times``.
+
+    NaN for no steps or a zero time (the metrics file stores those as null).
+    """
+    total_time = math.fsum(step_times)
+    p50 = percentile(list(step_times), 50)
+    return Rate(
+        total=work_per_step * len(step_times) / total_time if total_time > 0 else math.nan,
+        median=work_per_step / p50 if p50 > 0 else math.nan,
+    )
+
+
+def rate_figures(name: str, work_per_step: float, step_times: Sequence[float]) -> dict[str, float]:
+    """``{name: total-based rate, name + "_median": median-based rate}``."""
+    r = rate(work_per_step, step_times)
+    return {name: r.total, f"{name}_median": r.median}
+
+
+def sum_figures(per_rank: Iterable[dict[str, float]]) -> dict[str, float]:
+    """Figure by figure, the sum over ranks (of rates each rank measured on its own device)."""
+    total: dict[str, float] = {}
+    for figures in per_rank:
+        for name, value in figures.items():
+            total[name] = total.get(name, 0.0) + value
+    return total
 
 
 class StepClock:
