@@ -181,6 +181,7 @@ register(
             "  deepbench-0 7,7,32,131072,32,3,3,0,0     deepbench-1 14,14,128,4096,256,3,3,1,1\n"
             "  deepbench-2 54,54,16,256,1024,3,3,1,1    deepbench-3 128,128,32,1024,128,5,5,0,0\n"
             "FLOPs: forward 2*Wo*Ho*k*c*fw*fh*b, Wo=(w+2pw-fw)/sw+1; backward counted as 2 x forward.\n"
+            "tflops_study_c: the same timings with study C's count, Wo=(w+2pw-fw)/sw (no +1).\n"
             "example: python -m workloads.conv2d --shape deepbench-1 --batch-size 64 --backward true"
         ),
     )
@@ -278,6 +279,7 @@ def _lm_params(default_model: str) -> tuple[Param, ...]:
 _LM_EPILOG = (
     "Model FLOPs per token 6N + 12*L*h*s (N without the position embedding; attention not halved\n"
     "for causality); tflops = that x tokens/s over all ranks; mfu = tflops / (ranks x --peak-tflops).\n"
+    "tokens/s = tokens of the timed steps / their summed time (timed_time_s); *_median at the median step.\n"
     "Strategies: ddp, fsdp-full (FULL_SHARD), fsdp-grad-op (SHARD_GRAD_OP), zero1/2/3 (DeepSpeed).\n"
     "By epochs, epoch_time_s is the 2nd epoch's time (the only one's if --epochs 1), averaged over ranks.\n"
 )
