@@ -20,11 +20,15 @@ adapter reads):
   ``train_input.batch_size``, ``model.hidden_size``, ``num_hidden_layers``, ``num_heads``,
   ``filter_size``, ``max_position_embeddings``, ``vocab_size``, ``fp16_type``,
   ``mixed_precision``, ``runconfig.max_steps``, ``log_steps``, ``checkpoint_steps``) and
-  ``models/nlp/bert/configs/bert_large_MSL128.yaml``.
+  ``models/nlp/bert/configs/bert_large_MSL128.yaml`` (``train_input.max_predictions_per_seq``);
+  ``common/utils/run/cli_parser.py`` (``--params``, ``--mode``, ``--model_dir``, ``--compile_dir``,
+  ``--mount_dirs``, ``--python_paths``, ``--num_csx``); ``config_manager/config_classes/base/
+  model_config.py`` (``fp16_type``: ``bfloat16``, ``float16`` or ``cbfloat16``) and ``run_config.py``
+  (``max_steps``, ``log_steps``, ``checkpoint_steps``).
 
-Not verified here (no CS-2 is reachable): that ``fp16_type: float16`` is accepted next to the
-documented ``bfloat16``/``cbfloat16``, a GenSLM (codon, vocabulary 70) dataset at the path the
-profile names, and runs of the zoo's GPT-2 with one layer (study A.1's block).
+Not verified here (no CS-2 is reachable, and the zoo was read, not run): a GenSLM (codon,
+vocabulary 70) dataset at the path the profile names, and the zoo's GPT-2 with one layer (study
+A.1's block) compiling as it stands.
 
 What the adapter reports: the zoo prints one ``Train`` line every ``log_steps`` steps with its
 timestamp; orch sets ``log_steps: 1`` and takes the steps after the warm-up steps, so
