@@ -19,13 +19,16 @@ Excerpts reproduced from public documents (command lines and the output lines re
   run_pretraining.py --config demo_tiny_128 --input-files ...`` and its summary
   ``global_batch_size: 16`` / ``device_iterations: 1`` / ``training_steps: 150`` / ``Training
   time: 3.297 secs``.
-- Graphcore examples, github.com/graphcore/examples ``vision/cnns/pytorch/train/configs.yml``:
-  ResNet-50 keys ``batch_size``, ``replicas``, ``gradient_accumulation``, ``precision: "16.16"``,
-  ``pipeline_splits: []`` (one IPU per replica).
+- Graphcore examples, github.com/graphcore/examples (commit 09b7c672) ``vision/cnns/pytorch/train/``:
+  ``configs.yml`` (ResNet-50: ``replicas``, ``batch_size``, ``gradient_accumulation``, ``precision:
+  "16.16"``, ``pipeline_splits: []``, i.e. one IPU per replica), ``rn50_pod16.sh`` (``poprun
+  --num-instances=8 --num-replicas=16 python3 train.py --config resnet50 --dataloader-worker 14
+  --dataloader-rebatch-size 256``), ``train_utils.py`` (``--precision`` 16.16/16.32/32.32,
+  ``--gradient-accumulation``, ``--imagenet-data-path``, ``--epoch``, ``--validation-mode``) and
+  ``../utils/argparser.py`` (``--batch-size``, ``--replicas``; command-line values override the config).
 
-Not verified here (no IPU is reachable): the ResNet-50 command-line flags ``--batch-size``,
-``--replicas``, ``--gradient-accumulation`` and ``--precision`` (named after the config keys), the
-BERT-Large config name ``pretrain_large_128`` and four IPUs per BERT-Large replica.
+Not verified here (no IPU is reachable, and the examples were read, not run): the BERT-Large
+config name ``pretrain_large_128`` and four IPUs per BERT-Large replica.
 
 Definitions: GPT-2 prints one throughput per step (samples of the step / its time): orch takes
 the steps after the warm-up and reports total samples / total time (the harmonic mean of the
