@@ -15,6 +15,7 @@ from orchestrator.expand import RunSpec
 from orchestrator.launchers import LaunchRequest, get_launcher
 from orchestrator.sites import Queue, SiteProfile
 from orchestrator.timefmt import format_hms
+from orchestrator.vendors.base import runner_for, spec_values
 from workloads import registry
 
 # The per-rank wrapper the templates write when a profile asks for GPU affinity
@@ -173,7 +174,13 @@ def resolve(spec: RunSpec, site: SiteProfile, env: Mapping[str, str], python: st
     if nodes > 1 and spec.devices % device.per_node:
         return skip(f"{spec.devices} devices do not fill whole nodes of {device.per_node}")
     devices_per_node = spec.devices if nodes == 1 else device.per_node
-    reason = _memory_reason(spec, site) if spec.check_memory else None
+    vendor = runner_for(site.launcher.name)
+    if vendor is not None:
+        # The vendor's own tool runs the model (orchestrator/vendors/): its documented
+        # applications decide what can run and how, not orch's PyTorch memory model.
+        reason = vendor.supports(spec.workload, spec.precision, spec_values(spec))
+    else:
+        reason = _memory_reason(spec, site) if spec.check_memory else None
     if reason:
         return skip(reason)
     chosen, reason = _pick_queue(site, nodes, spec.devices, spec.walltime_s,

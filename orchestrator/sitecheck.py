@@ -49,6 +49,7 @@ from orchestrator.expand import RunSpec
 from orchestrator.render import RunFiles, environment, render_script
 from orchestrator.resolve import resolve
 from orchestrator.sites import SiteProfile, find_site_file
+from orchestrator.vendors.base import check_case
 
 SHAPES = ("1-device", "1-node", "2-nodes", "largest-queue")
 SHAPE_WALLTIME_S = 1800
@@ -91,10 +92,12 @@ def _precision(site: SiteProfile) -> str:
 
 def spec_for(target: str, site: SiteProfile, shape: Shape, sweep: str = CHECK_SWEEP) -> RunSpec:
     name, _, system = target.partition(":")
-    return RunSpec(sweep=sweep, experiment=shape.name, workload="gemm", site=name, system=system or None,
-                   devices=shape.devices, precision=_precision(site), strategy=None, batch_size=None,
-                   seq_len=None, repeat=0, params=(("k", 1024), ("m", 1024), ("n", 1024)),
-                   walltime_s=shape.walltime_s, queue=shape.queue)
+    # A GEMM, or on a system that runs a vendor's own tool a model its runner can run.
+    workload, batch, seq, params = check_case(site.launcher.name) or (
+        "gemm", None, None, (("k", 1024), ("m", 1024), ("n", 1024)))
+    return RunSpec(sweep=sweep, experiment=shape.name, workload=workload, site=name, system=system or None,
+                   devices=shape.devices, precision=_precision(site), strategy=None, batch_size=batch,
+                   seq_len=seq, repeat=0, params=params, walltime_s=shape.walltime_s, queue=shape.queue)
 
 
 def check_env(site: SiteProfile, env: Mapping[str, str]) -> dict[str, str]:
@@ -268,7 +271,7 @@ def check_site(site_arg: str, env: Mapping[str, str], sites_dirs: list[Path] | N
 # --------------------------------------------------------------------------------------
 
 # Launchers that start vendor software (or a compile step the workloads do not have).
-VENDOR_LAUNCHERS = ("sambaflow", "gaudi_spawn", "cerebras")
+VENDOR_LAUNCHERS = ("sambaflow", "gaudi_spawn", "cerebras", "poptorch", "groqflow")
 # Launchers that are programs to be found on PATH.
 PROGRAM_LAUNCHERS = ("mpirun", "mpiexec", "deepspeed")
 
