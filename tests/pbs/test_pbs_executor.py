@@ -236,3 +236,22 @@ def test_submitit_plugin_reports_failures(pbs, tmp_path: Path) -> None:
 
     got = executor.submit(job_env).result()
     assert got["name"] == "pbs" and got["job_id"].endswith(".pbs01") and got["nodes"] == 1
+
+
+def test_cancel_stops_every_copy(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run submitted twice (a qsub that answered after orch gave up on it): cancelling the job orch
+    recorded stops the copy too, subjob for subjob; other jobs are left alone."""
+    monkeypatch.setenv("PBS_EMU_SLOTS", "1")
+    reqs = [request(tmp_path, "solo", "sleep 30"), request(tmp_path, "a0", "sleep 30", shape="s"),
+            request(tmp_path, "a1", "sleep 30", shape="s")]
+    ex = OrchPbsExecutor(tmp_path / "ex")
+    recorded = ex.submit(reqs)
+    copies = OrchPbsExecutor(tmp_path / "ex").submit(reqs)  # the same attempts again
+    other = ex.submit([request(tmp_path, "other", "sleep 30")])
+    ex.cancel([recorded[0], recorded[2]])  # the plain job and subjob 1 of the array
+    stopped = [recorded[0], recorded[2], copies[0], copies[2]]
+    infos = wait(ex, stopped)
+    assert all(infos[j].failure == FailureClass.CANCELLED for j in stopped)
+    alive = ex.query([recorded[1], copies[1], other[0]])
+    assert all(not i.ended for i in alive.values()), alive  # subjob 0 and the other job: untouched
+    ex.cancel(recorded + copies + other)

@@ -327,14 +327,57 @@ class OrchPbsExecutor(BatchExecutor):
     # -- cancel ---------------------------------------------------------------------------
 
     def cancel(self, job_ids: list[str]) -> None:
+        """qdel these jobs and every live copy of them (:meth:`copies`), in one call."""
         if not job_ids:
             return
-        cp = self._cmd(["qdel", *job_ids])
+        cp = self._cmd(["qdel", *dict.fromkeys([*job_ids, *self.copies(job_ids)])])
         if cp.returncode not in (0, RC_JOB_FINISHED, RC_UNKNOWN_JOB):
             bad = [ln for ln in (cp.stderr or "").splitlines() if ln.strip()
                    and "has finished" not in ln.lower() and "unknown job id" not in ln.lower()]
             if bad:
                 raise PbsError("qdel failed: " + "; ".join(bad))
+
+    def copies(self, job_ids: list[str]) -> list[str]:
+        """Other live jobs that are copies of these: the same job name (one run's attempt, or one
+        array of attempts) on another job, subjob for subjob. A copy is what a qsub that
+        answered after orch gave up on it leaves behind; cancelling a run must stop it too.
+        One ``qstat -t -f -F json`` (every live job, no operands to drop)."""
+        cp = self._cmd(["qstat", "-t", "-f", "-F", "json"])
+        if cp.returncode not in (0, RC_UNKNOWN_JOB):
+            return []
+        try:
+            jobs = parse_qstat_json(cp.stdout or "")
+        except ValueError:
+            jobs = salvage_qstat_json(cp.stdout or "")
+        live: dict[tuple[int, bool, int | None], dict[str, Any]] = {}
+        for key, attrs in jobs.items():
+            try:
+                parsed = parse_job_id(key)
+            except ValueError:
+                continue
+            live[(parsed.seq, parsed.is_array, parsed.index)] = attrs
+        wanted: dict[str, set[int | None]] = {}  # job name -> subjob indices (None: the whole job)
+        own: set[int] = set()
+        for jid in job_ids:
+            try:
+                parsed = parse_job_id(jid)
+            except ValueError:
+                continue
+            own.add(parsed.seq)
+            attrs = live.get((parsed.seq, parsed.is_array, parsed.index)) or live.get((parsed.seq, True, None))
+            if attrs and attrs.get("Job_Name"):
+                wanted.setdefault(str(attrs["Job_Name"]), set()).add(parsed.index if parsed.is_array else None)
+        out: list[str] = []
+        for (seq, is_array, index), attrs in live.items():
+            name = str(attrs.get("Job_Name", ""))
+            if seq in own or index is not None or name not in wanted:
+                continue
+            if str(attrs.get("job_state", ""))[:1] in FINISHED_STATES:
+                continue
+            job = PbsJobId(seq, str(attrs.get("server") or "") or None, is_array)
+            out += [str(job.subjob(i)) if is_array and i is not None else str(job) for i in sorted(
+                wanted[name], key=lambda i: -1 if i is None else i)]
+        return out
 
     # -- repair ---------------------------------------------------------------------------
 
