@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from orchestrator import paths
 from orchestrator.errors import UserError
@@ -194,6 +194,43 @@ class Resources(BaseModel):
     filesystems: str | None = None
 
 
+PRICE_BASES = ("centre-rate", "on-demand-same-part", "on-demand-comparable-part", "local-estimate")
+
+
+class Price(BaseModel):
+    """What an hour of the site's devices costs, with where the figure comes from.
+
+    Exactly one of ``per_device_hour`` and ``per_node_hour``; the other follows from the
+    devices of a node. ``basis`` says what kind of figure it is: the centre's published rate,
+    the public on-demand price of the same part, of the nearest comparable part (when the part
+    is not sold by the hour anywhere public), or an estimate for this machine.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    per_device_hour: float | None = Field(None, gt=0)
+    per_node_hour: float | None = Field(None, gt=0)
+    currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
+    basis: Literal[PRICE_BASES]  # type: ignore[valid-type]
+    source: str = Field(min_length=1)
+    date: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$")  # when the price was read
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> "Price":
+        if (self.per_device_hour is None) == (self.per_node_hour is None):
+            raise ValueError("give exactly one of per_device_hour and per_node_hour")
+        return self
+
+    def device_hour(self, devices_per_node: int) -> float:
+        if self.per_device_hour is not None:
+            return self.per_device_hour
+        return float(self.per_node_hour or 0) / max(1, devices_per_node)
+
+    def node_hour(self, devices_per_node: int) -> float:
+        if self.per_node_hour is not None:
+            return self.per_node_hour
+        return float(self.per_device_hour or 0) * max(1, devices_per_node)
+
+
 class SiteProfile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -212,9 +249,19 @@ class SiteProfile(BaseModel):
     directives: list[str] = Field(default_factory=list)
     resources: Resources = Field(default_factory=Resources)
     executor: dict[str, Any] = Field(default_factory=dict)  # options for the executor
-    cost_per_node_hour: float | None = Field(None, ge=0)
+    price: Price | None = None
     systems: dict[str, dict[str, Any]] = Field(default_factory=dict)
     system: str | None = None  # set when a system's overrides were applied
+
+    @field_validator("executor")
+    @classmethod
+    def _local_cores(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # Local site: ``cores`` is how many cores local runs may hold at once (default: the machine's).
+        if info.data.get("scheduler") == "local" and "cores" in value:
+            cores = value["cores"]
+            if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+                raise ValueError(f"cores: expected a whole number of cores >= 1, got {cores!r}")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> "SiteProfile":
@@ -254,7 +301,7 @@ class SiteProfile(BaseModel):
 
 # A system is another machine: these sections of its overrides replace the site's wholesale
 # (nothing of one machine's device or launcher leaks into another's); other mappings merge.
-REPLACED_BY_SYSTEM = ("device", "node", "resources", "launcher")
+REPLACED_BY_SYSTEM = ("device", "node", "resources", "launcher", "price")
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any], top: bool = False) -> dict[str, Any]:

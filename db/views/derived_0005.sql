@@ -48,14 +48,18 @@ WITH point AS (
     GROUP BY sweep, workload, site, system, device_model, precision, strategy, batch_size, seq_len, params,
              throughput_metric, devices
     UNION ALL
-    SELECT 'strong' AS mode, sweep, workload, site, system, device_model, precision, strategy,
-           AVG(batch_size) AS batch_size, global_batch, seq_len, params,
-           throughput_metric, devices, COUNT(*) AS repeats, AVG(throughput) AS throughput,
-           AVG(epoch_time_s) AS epoch_time_s
-    FROM throughput
-    WHERE global_batch IS NOT NULL
-    GROUP BY sweep, workload, site, system, device_model, precision, strategy, global_batch, seq_len, params,
-             throughput_metric, devices
+    -- Strong scaling splits one global batch differently at each device count (per-device batch
+    -- and gradient accumulation change): runs are grouped by shape_params, the parameters
+    -- without gradient accumulation.
+    SELECT 'strong' AS mode, t.sweep, t.workload, t.site, t.system, t.device_model, t.precision, t.strategy,
+           AVG(t.batch_size) AS batch_size, t.global_batch, t.seq_len, COALESCE(ru.shape_params, t.params) AS params,
+           t.throughput_metric, t.devices, COUNT(*) AS repeats, AVG(t.throughput) AS throughput,
+           AVG(t.epoch_time_s) AS epoch_time_s
+    FROM throughput t
+    JOIN runs ru ON ru.id = t.run_id
+    WHERE t.global_batch IS NOT NULL
+    GROUP BY t.sweep, t.workload, t.site, t.system, t.device_model, t.precision, t.strategy, t.global_batch,
+             t.seq_len, COALESCE(ru.shape_params, t.params), t.throughput_metric, t.devices
 ), based AS (
     SELECT point.*,
            FIRST_VALUE(devices) OVER grp        AS base_devices,

@@ -70,6 +70,10 @@ class Run(Base):
     price_per_device_hour: Mapped[float | None] = mapped_column(Float)
     price_currency: Mapped[str | None] = mapped_column(String(10))
     price_source: Mapped[str | None] = mapped_column(Text)
+    # params without how a global batch is split (grad_accum): strong scaling groups by it.
+    shape_params: Mapped[str | None] = mapped_column(Text)
+    # The device's peak memory bandwidth from the profile (migration 0006; MBU).
+    peak_bandwidth_gbs: Mapped[float | None] = mapped_column(Float)
     orch_version: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)

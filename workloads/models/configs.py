@@ -94,6 +94,16 @@ SIZES: dict[str, GPTConfig] = {
     "gpt3-6.7b": GPTConfig(32, 32, 4096),
     "gpt-13b": GPTConfig(40, 40, 5120),
     "gpt-25b": GPTConfig(56, 48, 6144),
+    # MPT (study D.1), LLM Foundry's pretraining shapes (scripts/train/yamls/pretrain/mpt-*.yaml):
+    # no biases, vocabulary 50368 (GPT-NeoX's tokenizer padded), sequence 2048. Departure: learned
+    # position embeddings here where MPT uses ALiBi (2048 x hidden more parameters, no model FLOPs).
+    "mpt-125m": GPTConfig(12, 12, 768, vocab_size=50368, block_size=2048, bias=False),
+    "mpt-1b": GPTConfig(24, 16, 2048, vocab_size=50368, block_size=2048, bias=False),
+    "mpt-3b": GPTConfig(32, 20, 2560, vocab_size=50368, block_size=2048, bias=False),
+    "mpt-7b": GPTConfig(32, 32, 4096, vocab_size=50368, block_size=2048, bias=False),
+    "mpt-13b": GPTConfig(40, 40, 5120, vocab_size=50368, block_size=2048, bias=False),
+    "mpt-30b": GPTConfig(48, 64, 7168, vocab_size=50368, block_size=2048, bias=False),
+    "mpt-70b": GPTConfig(80, 64, 8192, vocab_size=50368, block_size=2048, bias=False),
 }
 
 

@@ -3,7 +3,8 @@ held, global batch, start time; prices per device-hour; reference figures; scali
 
 - metrics and result_rows gain tokens_per_s_median, samples_per_s_median, tflops_median,
   timed_time_s, global_batch, cores, threads; result_rows gains started_at.
-- runs gains the site's price as planned (price_per_device_hour, price_currency, price_source).
+- runs gains the site's price as planned (price_per_device_hour, price_currency, price_source) and
+  shape_params (the parameters without gradient accumulation: strong scaling's grouping).
 - reference_figures: published or earlier figures a result is checked against.
 - Views from db/views/results_0005.sql and derived_0005.sql: scaling in weak and strong mode with
   a per-system baseline and epoch-time speedup; cost per result and per unit of price;
@@ -30,7 +31,9 @@ TZ = sa.DateTime(timezone=True)
 ALL_VIEWS = ("reference_check", "provenance", "cost", "scaling", "repeat_spread", "throughput", "results")
 NEW_METRICS = ("tokens_per_s_median", "samples_per_s_median", "tflops_median", "timed_time_s", "global_batch",
                "cores", "threads")
-PRICE_COLUMNS = (("price_per_device_hour", sa.Float), ("price_currency", sa.String(10)), ("price_source", sa.Text))
+PRICE_COLUMNS = (("price_per_device_hour", sa.Float), ("price_currency", sa.String(10)), ("price_source", sa.Text),
+                 # the parameters without how a global batch is split (strong scaling groups by them)
+                 ("shape_params", sa.Text))
 
 
 def _drop_views() -> None:
@@ -86,6 +89,7 @@ def upgrade() -> None:
                        for name in NEW_METRICS)
     op.execute(f"UPDATE result_rows SET {copied}, "
                "started_at = (SELECT a.started_at FROM attempts a WHERE a.id = result_rows.attempt_id)")
+    op.execute("UPDATE runs SET shape_params = params")  # older runs: as planned (grad_accum kept)
     _create_views("results_0005.sql", "derived_0005.sql")
 
 
