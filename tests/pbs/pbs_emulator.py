@@ -13,8 +13,13 @@ in ``tests/pbs/samples/`` (``shared/reference/pbs-samples``):
   array's subjobs, an unknown id gives "qstat: Unknown Job Id <id>" on stderr and
   exit 153 while stdout still carries the JSON of the others.
 * States Q (queued), H (held with ``-h``), R, E (exiting, while output is copied),
-  B (array begun), X (finished subjob of a running array), F (finished);
-  substates 92 (ok), 93 (failed), 91 (deleted).
+  B (array begun, substate 70), X (finished subjob of a running array), F (finished);
+  substates 92 (ok), 93 (failed), 91 (deleted, also when deleted while running).
+* Array subjobs that have not run show their array's attributes (the samples of the
+  2026-11-23 run): its ``stime``, the parent's current ``Exit_status`` (0 or 1, from the
+  subjob that ended last), ``^array_index^`` paths, no ``array_id``/``array_index``; one
+  deleted while queued is X, substate 70, "Subjob finished", then F 91 with the array.
+  A queued job carries "Not Running: Not enough free nodes available" while it waits.
 * ``Exit_status``: the script's exit code; 256+signal when a signal killed it (qdel of a
   running job: SIGTERM -> 271, SIGKILL after the kill delay -> 265); -29 past the
   walltime (SIGTERM, then SIGKILL); -27 past ``mem`` (a resident-set watch of the job's
@@ -30,6 +35,10 @@ Knobs (environment of the commands): ``PBS_EMU_HOME`` (state directory, required
 ``PBS_EMU_SERVER`` (default ``pbs01``), ``PBS_EMU_SLOTS`` (default 4),
 ``PBS_EMU_KILL_DELAY`` (seconds between SIGTERM and SIGKILL, default 2),
 ``PBS_EMU_HISTORY_S`` (how long finished jobs stay in history; default forever),
+a file ``down`` in ``PBS_EMU_HOME`` (the server is down: every command fails with errno 15010,
+as during a ``qterm``; running jobs go on and keep their history),
+``PBS_EMU_DROP_OPERANDS=1`` (the qstat client of OpenPBS's main branch after 23.06.06: a JSON
+query of several operands answers rc 0 with the first operand's jobs only),
 ``PBS_EMU_RAW_VARIABLES=1`` (write ``Variable_List`` values unescaped, the invalid JSON
 some PBS versions print), ``PBS_EMU_LOG`` (a file each command invocation is appended to).
 """
@@ -877,6 +886,10 @@ def qdel(argv: list[str]) -> int:
 
 def main(name: str, argv: list[str]) -> int:
     log_call(name, argv)
+    if name != "run" and (home() / "down").exists():
+        # The server stopped (qterm): every client call fails, jobs already running go on.
+        sys.stderr.write(f"Connection refused\n{name}: cannot connect to server {server()} (errno=15010)\n")
+        return 1
     if name == "qsub":
         return qsub(argv)
     if name == "qstat":

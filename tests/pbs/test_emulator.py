@@ -197,3 +197,15 @@ def test_qdel_of_a_running_job_is_substate_91(pbs, tmp_path: Path) -> None:
     attrs = wait_state(jid, "F")
     assert (attrs["substate"], attrs["Exit_status"]) in ((91, 271), (91, 265))
     assert "terminated by" in attrs["comment"]
+
+
+def test_server_down(pbs, tmp_path: Path) -> None:
+    jid = sh("qsub", script(tmp_path, "sleep 1; echo done"), check=True).stdout.strip()
+    (pbs.home / "down").touch()
+    for command in (["qstat", "-x", "-f", "-F", "json", jid], ["qsub", script(tmp_path, "true", "b.sh")],
+                    ["qdel", jid]):
+        cp = sh(*command)
+        assert cp.returncode != 0 and "cannot connect to server pbs01 (errno=15010)" in cp.stderr
+    time.sleep(2)
+    (pbs.home / "down").unlink()
+    assert wait_state(jid, "F")["Exit_status"] == 0  # the job went on while the server was down
