@@ -103,6 +103,9 @@ def test_deleted_while_queued() -> None:
     info = job_info("10.pbs01", jobs_of("qstat-xf-json-qdel-queued.json")["10.pbs01"])
     assert (info.state, info.failure, info.exit_code) == (JobState.FAILED, FailureClass.CANCELLED, None)
     assert info.node_list is None and info.extra["substate"] == 91
+    # Never ran (no exec_host, substate 91): an Exit_status shown with it is not its own.
+    shown = with_changes("qstat-xf-json-qdel-queued.json", "10.pbs01", Exit_status=0)
+    assert job_info("10.pbs01", shown).failure == FailureClass.CANCELLED
 
 
 def test_array_queued_and_finished() -> None:

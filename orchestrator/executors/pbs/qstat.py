@@ -310,12 +310,13 @@ def job_info(job_id: str, attrs: Mapping[str, Any]) -> JobInfo:
         info.reason = str(attrs.get("comment") or "") or None
     elif state_letter in RUNNING_STATES:
         info.state = JobState.RUNNING
-    elif state_letter in FINISHED_STATES and borrowed:
+    elif state_letter in FINISHED_STATES and (borrowed or (not ran and _int_or_none(attrs.get("substate")) == 91)):
+        # Deleted before it ran: whatever Exit_status it shows is not its own.
         extra["never_ran"] = True
         shown = attrs.get("Exit_status")
         info.state, info.failure, info.exit_code = JobState.FAILED, FailureClass.CANCELLED, None
-        info.reason = "deleted before it ran (array subjob" + (
-            f"; its Exit_status {shown} is the array's)" if shown is not None else ")")
+        info.reason = "deleted before it ran" + (" (array subjob" + (
+            f"; its Exit_status {shown} is the array's)" if shown is not None else ")") if borrowed else "")
         info.finished_at = parse_pbs_time(attrs.get("mtime"))
     elif state_letter in FINISHED_STATES:
         exit_status = _int_or_none(attrs.get("Exit_status"))
