@@ -16,9 +16,9 @@ Figures (definitions in db/glossary_metrics.yaml; perf-model.md, study D):
 - ``output_tokens_per_s`` = concurrency x output_len x iters / total timed time (prefill +
   decode); ``requests_per_s`` = concurrency x iters / total timed time;
   ``output_tokens_per_s_per_user`` = 1 / tpot_s.
-- ``decode_bandwidth_gbs`` = bytes read per decode step (every weight once, plus the KV cache
-  at the step's context length) / decode step time, summed over the decode steps of an
-  iteration and averaged over iterations; ``mbu`` = that / (devices x --peak-bandwidth-gbs).
+- ``decode_bandwidth_gbs`` = bytes read by the timed decode steps (each reads every weight once,
+  plus the KV cache at the step's context length) / their summed time; ``mbu`` = that /
+  (devices x --peak-bandwidth-gbs).
 - ``prefill_tflops`` = 2 x parameters x prompt tokens (+ attention 2 x 2 x layers x s^2/2 x
   hidden per request) / prefill time; ``prefill_mfu`` = that / (devices x --peak-tflops).
 
@@ -105,8 +105,10 @@ def _builtin(session: Session) -> dict[str, Any]:
     element = torch.tensor([], dtype=dtype).element_size()
     total = math.fsum(prefill_times) + math.fsum(math.fsum(d) for d in decode_times)
     tpots = [math.fsum(d) / len(d) for d in decode_times if d]
-    read = [math.fsum(decode_bytes(cfg, n_params, element, batch, s_in + i + 1) for i in range(len(d))) / math.fsum(d)
-            for d in decode_times if d and math.fsum(d) > 0]
+    # Bytes read by every timed decode step over their summed time (total over total).
+    decode_time = math.fsum(math.fsum(d) for d in decode_times)
+    decode_read = math.fsum(decode_bytes(cfg, n_params, element, batch, s_in + i + 1)
+                            for d in decode_times for i in range(len(d)))
     flops = prefill_flops(cfg, n_params, batch, s_in)
     prefill_rate = flops * len(prefill_times) / math.fsum(prefill_times)
     figures: dict[str, Any] = {
@@ -132,8 +134,8 @@ def _builtin(session: Session) -> dict[str, Any]:
             "tpot_p50_s": percentile(tpots, 50),
             "output_tokens_per_s_per_user": 1.0 / statistics.fmean(tpots),
         })
-    if read:
-        bandwidth = statistics.fmean(read)
+    if decode_time > 0:
+        bandwidth = decode_read / decode_time
         figures["decode_bandwidth_gbs"] = bandwidth / 1e9
         peak = args.peak_bandwidth_gbs
         figures["mbu"] = bandwidth / (session.world_size * peak * 1e9) if peak > 0 else None

@@ -522,6 +522,51 @@ register(
     )
 )
 
+from workloads.models import llama_configs as _llama  # noqa: E402  (pure Python)
+
+
+def _llm_inference_memory(p: dict[str, Any]) -> int:
+    """Per rank: its shard of the weights and of the KV cache (tensor parallel over the ranks)."""
+    cfg = _llama.SIZES[str(p.get("model") or "tiny")]
+    element = BYTES_PER_ELEMENT.get(str(p.get("precision") or "fp32"), 4)
+    tp = max(1, int(p.get("devices") or 1))
+    tokens = int(p.get("concurrency") or 1) * (int(p.get("input_len") or 128) + int(p.get("output_len") or 128))
+    return (_llama.num_params(cfg) * element + tokens * _llama.kv_bytes_per_token(cfg, element)) // tp
+
+
+register(
+    Workload(
+        name="llm_inference",
+        module="workloads.llm_inference",
+        summary="LLM inference (study D.3): concurrent requests, prefill and decode with a KV cache; TTFT, TPOT, "
+                "tokens/s, MBU.",
+        params=COMMON_PARAMS + (
+            Param("model", str, "tiny", "Llama-style decoder size (workloads/models/llama_configs.py)",
+                  tuple(_llama.SIZES)),
+            Param("concurrency", int, 1, "requests served together (concurrent users)"),
+            Param("input_len", int, 128, "prompt tokens per request"),
+            Param("output_len", int, 128, "generated tokens per request"),
+            Param("backend", str, "builtin", "builtin (this program) | vllm (vLLM offline engine, dummy weights)",
+                  ("builtin", "vllm")),
+            Param("peak_bandwidth_gbs", float, 0.0, "peak memory bandwidth of one device in GB/s for MBU "
+                  "(0: MBU not reported; the inference view computes it from the site profile)"),
+            Param("seed", int, 0, "seed of the random weights and prompts"),
+        ),
+        distributed=True,
+        precisions=("fp32", "fp16", "bf16"),
+        memory_bytes=_llm_inference_memory,
+        epilog=(
+            "A step is one whole iteration: prefill of every prompt, then output_len - 1 decode steps.\n"
+            "TTFT = prefill time (requests arrive together); TPOT = decode time / (output_len - 1);\n"
+            "output_tokens_per_s = concurrency x output_len x iters / timed time; MBU = bytes read per decode\n"
+            "step (weights + KV cache) / step time / (devices x peak bandwidth). Several ranks: tensor parallel.\n"
+            "sizes: " + ", ".join(_llama.SIZES) + "\n"
+            "example: python -m workloads.llm_inference --model small --concurrency 8 --input-len 128 "
+            "--output-len 64 --precision bf16"
+        ),
+    )
+)
+
 
 def get(name: str) -> Workload:
     """The workload called ``name``; KeyError names the known ones."""

@@ -15,6 +15,7 @@ DeepSpeed uses its own fp16 (dynamic loss scale) or bf16 mode with fp32 master w
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import torch
@@ -123,12 +124,44 @@ def _fsdp(session: Session, cfg: GPTConfig, lr: float, compile_: bool, full: boo
     return TorchTrainer(session, model, forward, sync, lr)
 
 
+# DeepSpeed's communication backend loads a C++ op (shm_comm on CPU) when it starts. Missing from
+# the install, the op is compiled on first use: minutes inside the timed run, under a lock in
+# the shared extensions cache that a killed run leaves behind for every later one to wait on.
+# scripts/setup.sh installs DeepSpeed with the op built in (DS_BUILD_SHM_COMM=1); a run never builds.
+def _op_build_needed() -> str | None:
+    """Why starting DeepSpeed here would compile an op (a refusal), or None."""
+    import deepspeed.ops
+    from deepspeed.accelerator import get_accelerator
+    from deepspeed.git_version_info import installed_ops
+
+    builder = get_accelerator().create_op_builder("ShareMemCommBuilder")
+    if builder is None or not deepspeed.ops.__compatible_ops__.get(builder.NAME, False):
+        return None  # this accelerator's backend loads no such op
+    if installed_ops.get(builder.NAME, False):
+        return None  # built into the install
+    from torch.utils.cpp_extension import _get_build_directory
+
+    build_dir = Path(_get_build_directory(builder.NAME, verbose=False))
+    if (build_dir / "lock").exists():
+        return (f"DeepSpeed's {builder.NAME} op is not built into this install and {build_dir / 'lock'} is held "
+                "(a build was interrupted): remove that file and reinstall DeepSpeed with the op built in "
+                "(scripts/setup.sh does: DS_BUILD_SHM_COMM=1 pip install --no-build-isolation deepspeed)")
+    if not (build_dir / f"{builder.NAME}.so").exists():
+        return (f"DeepSpeed's {builder.NAME} op is not built into this install: this run would compile it inside "
+                "its timed region; reinstall DeepSpeed with the op built in (scripts/setup.sh does: "
+                "DS_BUILD_SHM_COMM=1 pip install --no-build-isolation deepspeed)")
+    return None  # compiled earlier into the extensions cache: loaded, not built
+
+
 def _deepspeed(session: Session, cfg: GPTConfig, lr: float, stage: int, batch: int, accum: int) -> Trainer:
     try:
         import deepspeed
     except Exception as exc:  # ImportError, or a broken install failing at import
         raise Refused(f"strategy zero{stage} needs DeepSpeed, which is not importable here "
                       f"({type(exc).__name__}: {exc}); install it with `pip install deepspeed`") from exc
+    problem = _op_build_needed()
+    if problem:
+        raise Refused(problem)
     session.ensure_process_group()  # DeepSpeed reuses the group the harness made
     with session.device.torch_device:
         model = GPT(cfg)

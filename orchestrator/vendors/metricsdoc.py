@@ -11,8 +11,9 @@ Definitions (the same as every orch workload, ``workloads/harness/timing.py``):
   in tokens (samples x sequence length) for language models;
 - the timed steps exclude the warm-up steps (the first, which on these systems also pays for
   loading the compiled program);
-- ``step_time_s`` = total timed time / timed steps; ``step_time_p50_s`` / ``p90`` / ``std``
-  over the per-step (or per-interval) times the tool printed.
+- ``step_time_s`` = the median (p50) of the per-step (or per-interval) times the tool printed,
+  as every orch workload reports it; ``step_time_p90_s`` / ``std`` over the same times, and
+  ``timed_time_s`` their sum.
 
 A vendor's own figure that means something else (a smoothed rate, a mean of rates, a time
 that includes the warm-up) is kept beside ours under a ``vendor_`` name and explained in the
@@ -77,10 +78,10 @@ def step_figures(step_times: Sequence[float], samples_per_step: float, tokens_pe
     samples = samples_per_step * len(step_times)
     figures: dict[str, float | None] = {
         "samples_per_s": samples / total,
-        "step_time_s": total / len(step_times),
+        "step_time_s": percentile(step_times, 50),
         "step_time_p50_s": percentile(step_times, 50),
         "step_time_p90_s": percentile(step_times, 90),
-        "step_time_std_s": statistics.pstdev(step_times) if len(step_times) > 1 else 0.0,
+        "step_time_std_s": statistics.stdev(step_times) if len(step_times) > 1 else 0.0,  # sample std, as summarize
         "timed_time_s": total,
         "timed_samples": samples,
     }

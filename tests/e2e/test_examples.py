@@ -23,14 +23,15 @@ import yaml
 from tests.conftest import REPO, run_orch
 
 EXAMPLES = REPO / "examples"
-STUDY_FILES = sorted(p.name for p in EXAMPLES.glob("[ABC][0-9]-*.yaml"))
-EXPERIMENTS = [f"A{i}" for i in range(1, 7)] + [f"B{i}" for i in range(1, 7)] + [f"C{i}" for i in range(1, 6)]
+STUDY_FILES = sorted(p.name for p in EXAMPLES.glob("[ABCD][0-9]-*.yaml"))
+EXPERIMENTS = ([f"A{i}" for i in range(1, 7)] + [f"B{i}" for i in range(1, 7)] + [f"C{i}" for i in range(1, 6)]
+               + [f"D{i}" for i in range(1, 4)])
 # One torch thread per process: several runs share this machine's two cores.
 ENV = {"OMP_NUM_THREADS": "1"}
 PARALLEL = 3
 
 
-def test_one_file_per_experiment_of_studies_a_to_c() -> None:
+def test_one_file_per_experiment_of_studies_a_to_d() -> None:
     assert [name.split("-", 1)[0] for name in STUDY_FILES] == sorted(EXPERIMENTS)
     for name in STUDY_FILES:
         text = (EXAMPLES / name).read_text()
