@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from sqlalchemy import Engine, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from orchestrator import __version__, paths
-from orchestrator.db.engine import open_engine, redact, session_factory
+from orchestrator.db.engine import is_read_only_refusal, open_engine, redact, session_factory
 from orchestrator.db.state import needs_follow, state_counts
 from orchestrator.errors import UserError
 from orchestrator.output import console, err_console, print_json, print_rows, print_table
@@ -43,6 +43,11 @@ app.add_typer(sites_app, name="sites")
 app.add_typer(workloads_app, name="workloads")
 app.add_typer(db_app, name="db")
 app.add_typer(sandbox_app, name="sandbox")
+# Reading results: reference figures and the glossary (orchestrator/cli_results.py).
+from orchestrator.cli_results import glossary as _glossary, references_app  # noqa: E402
+
+app.add_typer(references_app, name="references")
+app.command("glossary")(_glossary)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
 
@@ -101,6 +106,8 @@ def main_options(
 
 # ---------------------------------------------------------------- plan
 
+DEFAULT_MAX_RUNS = 200_000  # orchestrator.sweep.DEFAULT_MAX_RUNS (not imported: start-up time)
+
 def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]]:
     columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "nodes",
                "queue", "tier", "status", "new", "reason"]
@@ -129,18 +136,24 @@ def plan(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and resolve; record nothing.")] = False,
     variant: Annotated[Optional[str], typer.Option("--variant", help="Apply the sweep's named variant "
                                                    "(e.g. tiny) first.")] = None,
+    max_runs: Annotated[int, typer.Option("--max-runs", help="Refuse a sweep that expands to more runs "
+                                          "than this.")] = DEFAULT_MAX_RUNS,
+    all_runs: Annotated[bool, typer.Option("--all", help="List every run (a plan of more than 50 runs "
+                                           "prints a summary), in a pager on a terminal.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Expand a sweep into runs, resolve each on its site, render its script and record it.
 
     Re-planning the same sweep adds nothing twice. Runs a site cannot do are kept as
-    [bold]skipped[/bold] with the reason.
+    [bold]skipped[/bold] with the reason. A plan of more than 50 runs prints a summary
+    (runs by site, skip reasons, the first rows); --all, --json and --show print every run.
     """
     from orchestrator.plan import plan_sweep, record_plan
+    from orchestrator.plansummary import SUMMARY_ABOVE, listing, summary
     from orchestrator.sweep import parse_sweep
 
     c = ctx_obj(ctx)
-    loaded = parse_sweep(sweep_file, variant=variant)
+    loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
     plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
     new = 0 if dry_run else record_plan(c.sessions, loaded, plans)
     columns, rows = _plan_rows(plans)
@@ -148,7 +161,16 @@ def plan(
         print_json({"sweep": loaded.sweep.name, "new": new, "runs": [dict(zip(columns, r)) for r in rows],
                     **({"scripts": {p.spec.id: p.script for p in plans}} if show else {})})
         return
-    print_table(columns, rows, title=f"sweep {loaded.sweep.name}")
+    if all_runs and not show:
+        import pydoc
+
+        pydoc.pager("\n".join([f"sweep {loaded.sweep.name}", *listing(columns, rows), ""]))  # plain text when piped
+    elif len(plans) > SUMMARY_ABOVE and not show:
+        console.print(f"sweep {loaded.sweep.name}", markup=False, highlight=False)
+        for line in summary(plans, columns, rows):
+            console.print(line, markup=False, highlight=False, overflow="ellipsis", no_wrap=True, crop=True)
+    else:
+        print_table(columns, rows, title=f"sweep {loaded.sweep.name}")
     if show:
         for p in plans:
             if p.script:
@@ -174,6 +196,10 @@ def submit(
     from orchestrator.submit import submit_runs
 
     c = ctx_obj(ctx)
+    if (site or sweep) and not state_counts(c.engine, sweep, site):
+        what = " and ".join(f"{k} {v}" for k, v in (("sweep", sweep), ("site", site)) if v)
+        raise UserError(f"no runs of {what} in {redact(c.db_url)} (plan a sweep that names it first: "
+                        "orch plan SWEEP)")
     report = submit_runs(c.sessions, c.executors(), site=site, sweep=sweep, dry_run=dry_run)
     if as_json:
         print_json({"submitted": [{"run_id": r, "job_id": j} for r, j in report.submitted],
@@ -185,6 +211,12 @@ def submit(
         console.print(f"would submit {len(report.would_submit)} run(s)")
         for run_id in report.would_submit:
             console.print(f"  {run_id}")
+        return
+    if not (report.submitted or report.failed or report.deferred):
+        scope = " of " + " and ".join(f"{k} {v}" for k, v in (("sweep", sweep), ("site", site)) if v) \
+            if (site or sweep) else ""
+        console.print(f"nothing to submit{scope}: no run is planned or waiting for a retry "
+                      "(`orch status` shows where they are)")
         return
     console.print(f"submitted {len(report.submitted)} run(s)" +
                   (f"; {len(report.failed)} refused" if report.failed else "") +
@@ -296,6 +328,16 @@ def cancel(
         console.print(f"cancelled {len(done)} run(s); `orch status` records the end of their jobs")
 
 
+def _check_sweep_names_site(sweep: object, site: str, sweep_file: Path) -> None:
+    """``orch run SWEEP --site S`` runs the sweep's runs on S: a site the sweep does not name is a
+    mistake (running the sweep elsewhere would be a different sweep), refused before anything is
+    recorded."""
+    named = sorted({target for exp in sweep.experiments for target in exp.sites})  # type: ignore[attr-defined]
+    if site not in named and site not in {t.partition(":")[0] for t in named}:
+        raise UserError(f"{sweep_file}: --site {site}: the sweep does not name this site (its sites: "
+                        f"{', '.join(named)}); edit its sites: or use a --variant that names {site}")
+
+
 SUMMARY_COLUMNS = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "status",
                    "failure_class", "tflops", "tokens_per_s", "step_time_s", "peak_mem_gb"]
 
@@ -308,18 +350,31 @@ def run(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between polls.")] = 2.0,
     variant: Annotated[Optional[str], typer.Option("--variant", help="Apply the sweep's named variant "
                                                    "(e.g. tiny) first.")] = None,
+    max_runs: Annotated[int, typer.Option("--max-runs", help="Refuse a sweep that expands to more runs "
+                                          "than this.")] = DEFAULT_MAX_RUNS,
     as_json: JsonOpt = False,
 ) -> None:
-    """Plan, submit and follow a sweep to the end, then print its results."""
+    """Plan, submit and follow a sweep to the end, then print its results.
+
+    With [bold]--site S[/bold] only the sweep's runs on S are submitted; a site the sweep does not
+    name is refused (exit 2), and exit 1 when every run on it is skipped."""
     from orchestrator.plan import plan_sweep, record_plan
     from orchestrator.submit import submit_runs
     from orchestrator.sweep import parse_sweep
 
     c = ctx_obj(ctx)
-    loaded = parse_sweep(sweep_file, variant=variant)
+    loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
+    if site is not None:
+        _check_sweep_names_site(loaded.sweep, site, sweep_file)
     plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
     new = record_plan(c.sessions, loaded, plans)
     name = loaded.sweep.name
+    mine = [p for p in plans if site is None or p.spec.site == site]
+    if not any(not p.resolved.skipped for p in mine):
+        reasons = sorted({p.resolved.skip_reason or "" for p in mine})
+        err_console.print(f"error: sweep {name}: nothing to run{f' on {site}' if site else ''}: every one of its "
+                          f"{len(mine)} run(s) is skipped ({'; '.join(reasons[:3])})", markup=False, soft_wrap=True)
+        raise typer.Exit(1)
     if not as_json:
         skipped = sum(1 for p in plans if p.resolved.skipped)
         err_console.print(f"sweep {name}: {len(plans)} runs ({skipped} skipped), {new} new; db {redact(c.db_url)}")
@@ -352,8 +407,13 @@ def sql(
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
     file: Annotated[Optional[Path], typer.Option("--file", help="Read the query from this file "
                                                  "(e.g. db/queries/scaling_efficiency.sql).")] = None,
+    write: Annotated[bool, typer.Option("--write", help="Allow statements that change the database "
+                                        "(INSERT, UPDATE, DELETE, DROP, ...).")] = False,
 ) -> None:
-    """Run a SQL query on the results database (the [bold]results[/bold] view is the public surface)."""
+    """Run a SQL query on the results database (the [bold]results[/bold] view is the public surface).
+
+    Read-only unless [bold]--write[/bold]: the database itself refuses any change (a read-only
+    transaction), and a reader never waits for another orch process's write."""
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format: expected table, csv or json, got {fmt!r}")
     if (query is None) == (file is None):
@@ -365,10 +425,14 @@ def sql(
             raise UserError(f"{file}: cannot read ({exc.strerror})") from None
     assert query is not None
     c = ctx_obj(ctx)
-    with c.sessions() as session:
+    engine = c.engine if write else open_engine(c.db_url, read_only=True)
+    with session_factory(engine)() as session:
         try:
             result = session.execute(text(query))
         except DBAPIError as exc:
+            if not write and is_read_only_refusal(exc):
+                raise UserError("orch sql is read-only: this statement would change the database "
+                                "(nothing was changed; add --write to allow it)") from None
             raise UserError(f"SQL error: {str(exc.orig).splitlines()[0]}") from None
         if not result.returns_rows:
             session.commit()
@@ -428,6 +492,25 @@ def export(
         print_rows(columns, rows, fmt)
     output.write_text(buffer.getvalue())
     err_console.print(f"wrote {len(rows)} row(s) to {output}")
+
+
+@app.command()
+def report(
+    ctx: typer.Context,
+    output: Annotated[str, typer.Option("--output", "-o", help="report.html (one self-contained page), or DIR/ "
+                                        "(DIR/index.html and DIR/figures/*.svg, *.png).")],
+    sweep: Annotated[Optional[list[str]], typer.Option("--sweep", help="Only this sweep (repeatable).")] = None,
+) -> None:
+    """The studies' figures from the database: one HTML page that works offline, every mark linked to its run."""
+    from orchestrator.report import build_report
+
+    c = ctx_obj(ctx)
+    directory = output.endswith(("/", os.sep)) or Path(output).is_dir()
+    done = build_report(c.engine, Path(output), directory, sweep or [], redact(c.db_url))
+    err_console.print(f"wrote {done.page}: {len(done.drawn)} figure(s) ({', '.join(done.drawn) or 'none'}), "
+                      f"{done.runs} run(s) in provenance" + (f", {len(done.files)} figure file(s)" if done.files else ""))
+    for skip in done.skipped:
+        err_console.print(f"  not drawn: {skip.title}: {skip.reason}", markup=False, highlight=False)
 
 
 # ---------------------------------------------------------------- sites / workloads / db
@@ -586,9 +669,36 @@ def db_upgrade(ctx: typer.Context) -> None:
     try:
         before = current_revision(engine)
         upgrade(engine)  # one transaction: a migration that fails leaves the database as it was
+        # A view dropped by hand (`orch sql --write "DROP VIEW results"`) comes back: the views
+        # are re-created from the newest migration's SQL when any is missing.
+        from orchestrator.db.views import missing_views, recreate_views
+
+        with engine.begin() as connection:
+            restored = recreate_views(connection) if missing_views(connection) else []
     except Exception as exc:  # connection refused, a schema edited by hand, ...
         raise UserError(f"cannot upgrade {redact(c.db_url)}: {str(exc).splitlines()[0]}") from None
-    console.print(f"{redact(c.db_url)}: {before or 'empty'} -> {current_revision(engine)}")
+    console.print(f"{redact(c.db_url)}: {before or 'empty'} -> {current_revision(engine)}"
+                  + (f"; views re-created: {', '.join(restored)}" if restored else ""))
+
+
+@db_app.command("rebuild-results")
+def db_rebuild_results(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Write the [bold]results[/bold] rows again from runs, attempts and metrics (safe to repeat).
+
+    For a results table emptied or edited by hand; one transaction, so an interrupted rebuild
+    changes nothing."""
+    from rich.progress import Progress
+
+    from orchestrator.db.rebuild import rebuild_results
+
+    c = ctx_obj(ctx)
+    with Progress(console=err_console, disable=as_json, transient=True) as bar:
+        task = bar.add_task("result rows", total=None)
+        count = rebuild_results(c.sessions, lambda done, total: bar.update(task, completed=done, total=total))
+    if as_json:
+        print_json({"attempts": count})
+    else:
+        console.print(f"results rebuilt: {count} row(s) from the ended attempts")
 
 
 @db_app.command("url")
@@ -658,6 +768,11 @@ def main() -> None:
     except UserError as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(exc.exit_code)
+    except OperationalError as exc:  # the database refused: read-only file, disk full, gone away
+        # The failed transaction is rolled back, so a repeat after the fix starts clean.
+        err_console.print(f"error: database: {str(exc.orig).splitlines()[0]}", markup=False, highlight=False,
+                          soft_wrap=True)
+        raise SystemExit(2)
     except KeyboardInterrupt:
         err_console.print("interrupted: nothing is lost; `orch status` picks up where this stopped")
         raise SystemExit(130)

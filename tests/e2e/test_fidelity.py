@@ -184,3 +184,22 @@ def test_glossary_command(workdir: Path) -> None:
     assert entry["formula"] == "speedup / (devices / base_devices)"
     bad = run_orch("glossary", "no_such_column", cwd=workdir)
     assert bad.returncode == 2 and "no view or column named" in bad.stderr
+
+
+def test_db_upgrade_puts_back_a_dropped_view(workdir: Path, db_url: str) -> None:
+    from orchestrator.db.engine import open_engine
+    from orchestrator.db.views import VIEW_NAMES, missing_views
+
+    env = {"ORCH_DB_URL": db_url}
+    run_orch("db", "upgrade", cwd=workdir, env=env, check=True)
+    drop = "DROP VIEW results CASCADE" if db_url.startswith("postgresql") else "DROP VIEW results"
+    run_orch("sql", "--write", drop, cwd=workdir, env=env, check=True)
+    engine = open_engine(db_url)
+    with engine.connect() as connection:
+        assert "results" in missing_views(connection)
+    out = run_orch("db", "upgrade", cwd=workdir, env=env, check=True).stdout
+    assert "views re-created" in out and "results" in out
+    with engine.connect() as connection:
+        assert missing_views(connection) == [] and len(VIEW_NAMES) >= 8
+        assert connection.execute(sa.text("SELECT COUNT(*) FROM results")).scalar() == 0
+    engine.dispose()
