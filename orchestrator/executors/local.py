@@ -3,19 +3,32 @@
 The job id is the pid of submitit's job controller, which outlives ``orch submit``.
 Any later ``orch`` process can follow a job from the files submitit writes
 (``<folder>/<id>_0_result.pkl``) and from ``/proc``.
+
+Jobs are admitted by cores inside the job (:mod:`orchestrator.executors.local_job`): a
+job whose run still waits for its cores is pending, and ``<folder>/started/<id>`` says
+when it got them. The capacity is ``$ORCH_LOCAL_CORES``, else the profile's
+``executor: {cores: N}``, else the cores the job may use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
+import sys
 from pathlib import Path
+from typing import Iterator
 
 import submitit
 
+from orchestrator.errors import UserError
 from orchestrator.executors.base import Executor, FailureClass, JobInfo, JobRequest, JobState
+from orchestrator.executors.local_cores import CAPACITY_ENV, parse_capacity
 from orchestrator.executors.local_job import run_batch_script
+
+# submitit's own timeout: never reached, the job enforces the walltime from when it got its cores.
+CONTROLLER_TIMEOUT_MIN = 60 * 24 * 365
 
 
 def _controller_alive(pid: int, folder: Path) -> bool:
@@ -30,6 +43,29 @@ def _controller_alive(pid: int, folder: Path) -> bool:
     return str(folder).encode() in cmdline
 
 
+@contextlib.contextmanager
+def _detached_output() -> Iterator[None]:
+    """Controllers started meanwhile get /dev/null as stdout/stderr instead of orch's own.
+
+    submitit's controller inherits them and outlives ``orch submit``: with orch's, a pipe
+    read by the caller (``orch submit | cat``, a test's ``subprocess.run``) would stay open
+    until the last job ended. The jobs write to their own log files.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
+
+
 class LocalExecutor(Executor):
     scheduler = "local"
 
@@ -37,20 +73,36 @@ class LocalExecutor(Executor):
         super().__init__(Path(folder).resolve(), options)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._jobs: dict[str, submitit.Job] = {}  # keeps Popen handles so zombies are reaped
+        self.capacity = self._capacity()
+
+    def _capacity(self) -> int | None:
+        """Cores local runs may hold: the environment, then the profile; None: the job's usable cores."""
+        try:
+            if os.environ.get(CAPACITY_ENV):
+                return parse_capacity(os.environ[CAPACITY_ENV], CAPACITY_ENV)
+            if self.options.get("cores") is not None:
+                return parse_capacity(self.options["cores"], "executor.cores")
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        return None
 
     def _marker(self, job_name: str) -> Path:
         return self.folder / "names" / job_name
 
     def submit(self, requests: list[JobRequest]) -> list[str]:
+        with _detached_output():
+            return self._submit(requests)
+
+    def _submit(self, requests: list[JobRequest]) -> list[str]:
         ids: list[str] = []
         for req in requests:
-            # Ask for USR2 a little before the end, so the script is stopped cleanly.
-            delay = max(2, min(30, req.walltime_s // 20))
             executor = submitit.LocalExecutor(folder=self.folder)
-            executor.update_parameters(timeout_min=(req.walltime_s + delay) / 60, signal_delay_s=delay,
+            executor.update_parameters(timeout_min=CONTROLLER_TIMEOUT_MIN, signal_delay_s=1,
                                        tasks_per_node=1, nodes=1)
             job = executor.submit(run_batch_script, str(req.script_path), str(req.run_dir),
-                                  str(self._marker(req.job_name)))
+                                  str(self._marker(req.job_name)), walltime_s=req.walltime_s,
+                                  processes=req.nodes * req.tasks_per_node, capacity=self.capacity,
+                                  started_dir=str(self.folder / "started"))
             self._count("submitit.LocalExecutor.submit")
             self._jobs[job.job_id] = job
             ids.append(job.job_id)
@@ -79,12 +131,20 @@ class LocalExecutor(Executor):
                 # Check the result once more: the job may have ended between the two looks.
                 result = self._result(job_id) if not alive else None
                 if result is None:
-                    infos[job_id] = (JobInfo(job_id, JobState.RUNNING, node_list="localhost") if alive else
+                    infos[job_id] = (self._info_alive(job_id) if alive else
                                      JobInfo(job_id, JobState.FAILED, FailureClass.LOST,
                                              reason="the job's process ended without a result"))
                     continue
             infos[job_id] = self._info_from_result(job_id, result)
         return infos
+
+    def _info_alive(self, job_id: str) -> JobInfo:
+        """Running once the job got its cores (the started file holds when), pending before."""
+        try:
+            started = (self.folder / "started" / job_id).read_text().strip()
+        except FileNotFoundError:
+            return JobInfo(job_id, JobState.PENDING, reason="waiting for cores")
+        return JobInfo(job_id, JobState.RUNNING, node_list="localhost", started_at=started or None)
 
     def _info_from_result(self, job_id: str, result: tuple[str, object]) -> JobInfo:
         outcome, value = result
@@ -95,6 +155,7 @@ class LocalExecutor(Executor):
         info = JobInfo(job_id, JobState.COMPLETED if code == 0 else JobState.FAILED, exit_code=code,
                        node_list="localhost", started_at=value.get("started_at"),
                        finished_at=value.get("finished_at"))
+        info.extra = {key: value[key] for key in ("cores", "threads", "alone", "waited_s") if key in value}
         if value.get("timed_out"):
             info.state, info.failure, info.reason = JobState.FAILED, FailureClass.TIMEOUT, "walltime reached"
         elif value.get("cancelled"):

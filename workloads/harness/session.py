@@ -117,8 +117,12 @@ class Session:
         steps = step_times if already_gathered else self.slowest_steps(step_times)
         peak_gb = self.max_all(self.device.peak_memory_bytes()) / 1e9
         hostnames = self.gather(socket.gethostname())
+        cores = self.gather(_usable_cores())
         figures: dict[str, Any] = timing.summarize(steps) if steps else {}
         figures["peak_mem_gb"] = peak_gb
+        # The cores the run's processes had on rank 0's node, and each process's threads.
+        figures["cores"] = len(set().union(*(c for c, h in zip(cores, hostnames) if h == hostnames[0])))
+        figures["threads"] = torch.get_num_threads()
         figures.update(results)
         if not self.is_main:
             return None
@@ -157,6 +161,20 @@ class Session:
     def close(self, together: bool = True) -> None:
         """Leave the process group; ``together=False`` on a refusal (other ranks may not wait)."""
         dist.shutdown(together)
+
+
+def _usable_cores() -> list[int]:
+    """The cores this process may use: the ones orch's local site granted (``ORCH_CORES``),
+    else the process's affinity mask (every core where the OS has no such mask)."""
+    granted = os.environ.get("ORCH_CORES", "").strip()
+    if granted:
+        try:
+            return sorted({int(core) for core in granted.split(",") if core.strip()})
+        except ValueError:
+            pass
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
 
 
 def run_workload(

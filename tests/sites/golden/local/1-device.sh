@@ -1,6 +1,7 @@
 #!/bin/bash
 # orch run f13a8788bd92d81b: golden/gemm gemm on local
-# Runs on this machine through submitit's local executor; walltime 00:30:00 is enforced by it.
+# Runs on this machine through submitit's local executor, once it holds a core per process;
+# walltime 00:30:00 counts from then.
 set -euo pipefail
 export ORCH_RUN_ID=f13a8788bd92d81b
 export ORCH_RUN_DIR=/scratch/orch/runs/1-device

@@ -1,6 +1,7 @@
 #!/bin/bash
 # orch run eab5ce1f7909ebba: golden/gemm gemm on local
-# Runs on this machine through submitit's local executor; walltime 00:30:00 is enforced by it.
+# Runs on this machine through submitit's local executor, once it holds a core per process;
+# walltime 00:30:00 counts from then.
 set -euo pipefail
 export ORCH_RUN_ID=eab5ce1f7909ebba
 export ORCH_RUN_DIR=/scratch/orch/runs/1-node

@@ -1,0 +1,237 @@
+"""Machine-wide admission of local runs by cores: a run of N processes holds N cores.
+
+Local runs measure this machine, so two runs must never time each other's work on the
+same cores. Every local job process (whatever ``orch`` process or ``ORCH_HOME`` submitted
+it) queues in one small JSON ledger in a machine-wide directory, guarded by ``flock``:
+first come, first served (a run waits behind every run submitted before it, so small
+runs never starve a big one), admitted when the cores it needs are free. A run that
+needs more cores than the machine has waits until the machine is empty and then runs
+alone on every core (``Grant.alone``).
+
+The ledger holds process ids with their start times; an entry whose process is gone
+(killed with -9, machine rebooted) is dropped by the next process that reads the ledger,
+so a crash never holds cores for ever. A holder stays alive while the job process or any
+process of the script's process group lives.
+
+Only the standard library: it runs inside every local job.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+DIR_ENV = "ORCH_LOCAL_CORES_DIR"  # where the ledger lives (tests point it at a temporary directory)
+CAPACITY_ENV = "ORCH_LOCAL_CORES"  # the cores local runs may hold, overriding the site profile
+
+
+def ledger_dir() -> Path:
+    """The machine-wide directory of the ledger (``$ORCH_LOCAL_CORES_DIR`` when set)."""
+    return Path(os.environ.get(DIR_ENV) or Path(tempfile.gettempdir()) / "orch-local-cores")
+
+
+def usable_cores() -> list[int]:
+    """The core ids this process may run on (its affinity mask, not the machine's count)."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def parse_capacity(value: Any, what: str) -> int:
+    """A capacity from a profile or the environment: a whole number >= 1, else ValueError naming ``what``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what}: expected a whole number of cores >= 1, got {value!r}")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{what}: expected a whole number of cores >= 1, got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{what}: expected a whole number of cores >= 1, got {value!r}")
+    return number
+
+
+def _start_time(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot): with the pid, who it is."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):  # a zombie holds nothing
+        return None
+    return int(fields[19])
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's: alive
+    return True
+
+
+def _alive(entry: dict[str, Any]) -> bool:
+    start = entry.get("start")
+    if start is not None and _start_time(int(entry["pid"])) == start:
+        return True
+    pgid = entry.get("pgid")
+    return bool(pgid) and _group_alive(int(pgid))
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a run was given: core ids to pin to, how many it holds, threads per process."""
+
+    cores: list[int]  # distinct core ids the run's processes are pinned to
+    held: int  # cores held in the ledger (= processes, or every core when it runs alone)
+    processes: int
+    capacity: int
+    alone: bool  # needed more cores than the capacity: runs alone, on every core
+    waited_s: float
+
+    @property
+    def threads(self) -> int:
+        """Threads for each process: its share of the cores held, at least one."""
+        return max(1, self.held // self.processes)
+
+
+class CoreLedger:
+    """One job's place in the machine-wide ledger (acquire once, release once)."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.dir = Path(directory) if directory else ledger_dir()
+        self.ticket: int | None = None
+
+    # --- the file, under the lock ----------------------------------------------------------
+    def _open_lock(self) -> int:
+        if not self.dir.exists():
+            self.dir.mkdir(parents=True, exist_ok=True)
+            try:
+                os.chmod(self.dir, 0o1777)  # machine-wide: every user's runs queue together
+            except OSError:
+                pass
+        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            state = json.loads((self.dir / "state.json").read_text())
+        except (OSError, ValueError):
+            state = {}
+        if not isinstance(state, dict):
+            state = {}
+        state.setdefault("next", 1)
+        state["waiting"] = [e for e in state.get("waiting", []) if isinstance(e, dict) and _alive(e)]
+        state["holding"] = [e for e in state.get("holding", []) if isinstance(e, dict) and _alive(e)]
+        return state
+
+    def _save(self, state: dict[str, Any]) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=".state.", dir=self.dir)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(state, handle)
+        os.chmod(tmp, 0o666)
+        os.replace(tmp, self.dir / "state.json")
+
+    def _update(self, change: Callable[[dict[str, Any]], Any]) -> Any:
+        fd = self._open_lock()
+        try:
+            state = self._load()
+            result = change(state)
+            self._save(state)
+            return result
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    # --- the public part -------------------------------------------------------------------
+    def acquire(self, processes: int, capacity: int | None = None, job: str = "",
+                should_stop: Callable[[], bool] = lambda: False, poll_s: float = 0.2,
+                on_wait: Callable[[int, int, int, int], None] | None = None) -> Grant | None:
+        """Wait for the cores of ``processes`` processes; None when ``should_stop`` said so first.
+
+        ``capacity``: cores runs may hold (default: this process's usable cores). Core ids are
+        this process's usable cores, reused in turn when the capacity exceeds them.
+        ``on_wait(runs_ahead, cores_held, cores_needed, capacity)`` is called once when the run waits.
+        """
+        processes = max(1, int(processes))
+        cores = usable_cores()
+        capacity = capacity or len(cores)
+        need = min(processes, capacity)
+        me = {"pid": os.getpid(), "start": _start_time(os.getpid()), "need": need, "job": job}
+        began = time.monotonic()
+
+        def enqueue(state: dict[str, Any]) -> None:
+            self.ticket = int(state["next"])
+            state["next"] = self.ticket + 1
+            state["waiting"].append({**me, "ticket": self.ticket, "since": time.time()})
+
+        def try_take(state: dict[str, Any]) -> tuple[list[int] | None, int, int]:
+            waiting = sorted(state["waiting"], key=lambda e: e["ticket"])
+            position = next((i for i, e in enumerate(waiting) if e["ticket"] == self.ticket), None)
+            if position is None:  # dropped (e.g. our start time was unreadable): queue again
+                enqueue(state)
+                return None, len(waiting), 0
+            taken = {s for e in state["holding"] for s in e.get("slots", [])}
+            free = [s for s in range(capacity) if s not in taken]
+            held = sum(len(e.get("slots", [])) for e in state["holding"])
+            if position == 0 and len(free) >= need:
+                slots = free[:need]
+                state["waiting"] = [e for e in state["waiting"] if e["ticket"] != self.ticket]
+                state["holding"].append({**me, "ticket": self.ticket, "slots": slots, "since": time.time()})
+                return slots, position, held
+            return None, position, held
+
+        self._update(enqueue)
+        told = False
+        while True:
+            if should_stop():
+                self.release()
+                return None
+            slots, position, held = self._update(try_take)
+            if slots is not None:
+                granted = sorted({cores[s % len(cores)] for s in slots})
+                return Grant(cores=granted, held=len(slots), processes=processes, capacity=capacity,
+                             alone=processes > capacity, waited_s=time.monotonic() - began)
+            if not told and on_wait is not None:
+                on_wait(position, held, need, capacity)
+                told = True
+            time.sleep(poll_s)
+
+    def hold_group(self, pgid: int) -> None:
+        """Keep the cores while process group ``pgid`` (the script and its children) lives."""
+        def change(state: dict[str, Any]) -> None:
+            for entry in state["holding"]:
+                if entry["ticket"] == self.ticket:
+                    entry["pgid"] = pgid
+        self._update(change)
+
+    def release(self) -> None:
+        """Give the cores back (or leave the queue); safe to call twice."""
+        if self.ticket is None:
+            return
+        ticket = self.ticket
+
+        def change(state: dict[str, Any]) -> None:
+            state["waiting"] = [e for e in state["waiting"] if e["ticket"] != ticket]
+            state["holding"] = [e for e in state["holding"] if e["ticket"] != ticket]
+        try:
+            self._update(change)
+        except OSError as exc:  # the directory went away: nothing is held there any more
+            if exc.errno not in (errno.ENOENT, errno.EACCES):
+                raise
+        self.ticket = None
+
+
+def snapshot(directory: Path | None = None) -> dict[str, Any]:
+    """The ledger as it is now (live entries only), for tests and diagnostics."""
+    ledger = CoreLedger(directory)
+    if not ledger.dir.exists():
+        return {"next": 1, "waiting": [], "holding": []}
+    return ledger._update(lambda state: json.loads(json.dumps(state)))
