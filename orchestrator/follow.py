@@ -80,7 +80,12 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
         by_site.setdefault((attempt.run.site, attempt.run.system), []).append(attempt)
     grace = submit_grace()
     for (site, system), attempts in by_site.items():
-        found = executors.for_site(site, system).find_by_name([a.job_name for a in attempts])
+        executor = executors.for_site(site, system)
+        found = executor.find_by_name([a.job_name for a in attempts])
+        # A submitter may still be working through a site's intents (one submit command per array):
+        # the grace also runs from the last submit command started there, where the executor says.
+        activity = getattr(executor, "submit_activity", None)
+        last_submit = activity() if callable(activity) else None
         for attempt in attempts:
             job_id = found.get(attempt.job_name)
             if job_id:
@@ -88,7 +93,7 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
                 attempt.submitted_at = attempt.submitted_at or now
                 attempt.run.status = "submitted"
                 report.repaired += 1
-            elif now - _aware(attempt.created_at) > grace:  # type: ignore[operator]
+            elif now - max(filter(None, (_aware(attempt.created_at), last_submit)), default=now) > grace:
                 # The scheduler never got it: the run was not submitted after all.
                 run = attempt.run
                 session.execute(delete(Attempt).where(Attempt.id == attempt.id))

@@ -46,6 +46,7 @@ from orchestrator.executors.pbs.qstat import (FINISHED_STATES, RC_JOB_FINISHED, 
                                               salvage_qstat_json)
 
 ONE_OPERAND_FLAG = "qstat-one-operand"  # in the executor folder: this server's qstat drops operands
+QSUB_STARTED = "qsub-started"  # in the executor folder: touched as each qsub starts
 
 # ======================================================================================
 # Batch-script directives and the wrapper
@@ -231,6 +232,7 @@ class OrchPbsExecutor(BatchExecutor):
         args = [*[str(a) for a in self.options.get("qsub_args", [])], "-N", name,
                 "-o", str(logs / f"{name}{suffix}.out"), "-e", str(logs / f"{name}{suffix}.err")]
         self._count("qsub")
+        (self.folder / QSUB_STARTED).touch()  # see submit_activity
         try:
             job_id = self._ex().submit_script(text, args, array_size=len(reqs) if array else None)
         except Exception as exc:  # FailedJobError carries qsub's stderr
@@ -247,6 +249,16 @@ class OrchPbsExecutor(BatchExecutor):
             return [job_id]
         parent = parse_job_id(job_id)
         return [str(parent.subjob(i)) for i in range(len(reqs))]
+
+    def submit_activity(self) -> datetime | None:
+        """When a qsub last started from this folder, by any orch process. One ``orch submit``
+        writes the intents of a whole site first and then runs one qsub per array: an intent
+        can wait for its qsub far longer than one qsub's timeout. ``orchestrator.follow``
+        measures the submit grace from this time as well as from the intent's."""
+        try:
+            return datetime.fromtimestamp((self.folder / QSUB_STARTED).stat().st_mtime, timezone.utc)
+        except OSError:
+            return None
 
     # -- query ----------------------------------------------------------------------------
 
