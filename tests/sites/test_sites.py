@@ -27,7 +27,8 @@ from tests.conftest import run_orch, write
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("ORCH_UPDATE_GOLDEN") == "1"
 ENV = {"ORCH_ACCOUNT": "myproject", "ORCH_QOS": "myqos"}
-BUILTIN = ["alcf-ai-testbed", "baskerville", "cosma8", "dawn", "jade2", "local", "polaris", "stanage"]
+BUILTIN = ["alcf-ai-testbed", "baskerville", "cosma8", "dawn", "jade2", "local", "polaris", "stanage",
+           "perlmutter", "sophia", "lumi", "dgx", "gaudi2-cluster", "graphcore-pod16"]
 
 
 def targets() -> list[str]:
@@ -232,12 +233,16 @@ HARDWARE = {
     "MI210": ({"fp32": 45.3, "fp16": 181, "bf16": 181}, 1600, 64),
     "Intel Max 1550 (one stack)": ({"fp32": 26, "tf32": 209.5, "fp16": 419.5, "bf16": 419.5}, 1638.5, 64),
     "Habana Gaudi2": ({"bf16": 432, "fp8": 865}, 2450, 96),
+    "H100-SXM5-80GB": ({"fp32": 66.9, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}, 3350, 80),
+    # Not in hardware.md: AMD's MI250X page (LUMI-G), per GCD (half a module), cited in sites/lumi.yaml.
+    "AMD MI250X (one GCD)": ({"fp32": 23.95, "fp16": 191.5, "bf16": 191.5}, 1638.4, 64),
 }
 # Devices hardware.md lists with fewer peaks than precisions (Gaudi2 runs fp32 and fp16 too).
 PEAKS_INCOMPLETE = {"Habana Gaudi2"}
-# Peaks that are not in hardware.md but on the ALCF AI Testbed pages the profile cites
-# (user-guides docs/ai-testbed/graphcore/index.md and groq/index.md).
-VENDOR_PAGE_PEAKS = {"Graphcore Bow IPU": {"fp16": 350}, "GroqCard (GroqChip)": {"fp16": 188}}
+# Peaks that are not in hardware.md but on the vendor pages the profile cites (ALCF AI Testbed
+# pages: user-guides docs/ai-testbed/graphcore/index.md and groq/index.md; Graphcore's datasheets for the GC200).
+VENDOR_PAGE_PEAKS = {"Graphcore Bow IPU": {"fp16": 350}, "GroqCard (GroqChip)": {"fp16": 188},
+                     "Graphcore GC200 IPU": {"fp16": 250}}  # Graphcore's IPU-M2000 / POD16 datasheets
 
 
 @pytest.mark.parametrize("target", [t for t in targets() if t != "local"])

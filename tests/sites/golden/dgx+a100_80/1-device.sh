@@ -1,0 +1,19 @@
+#!/bin/bash
+# orch run 85f4768f6920daa6: golden/gemm gemm on dgx:a100_80
+#SBATCH --job-name=orch-85f4768f6920daa6
+#SBATCH --comment=orch-85f4768f6920daa6
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --time=00:30:00
+#SBATCH --partition=a100
+#SBATCH --account=myproject
+#SBATCH --gres=gpu:1
+#SBATCH --output=/scratch/orch/runs/1-device/stdout.log
+#SBATCH --error=/scratch/orch/runs/1-device/stderr.log
+set -euo pipefail
+export ORCH_RUN_ID=85f4768f6920daa6
+export ORCH_RUN_DIR=/scratch/orch/runs/1-device
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/1-device
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+srun --nodes=1 --ntasks-per-node=1 --ntasks=1 python -m workloads.gemm --precision bf16 --device cuda --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 312.0 --output metrics.json

@@ -1,0 +1,19 @@
+#!/bin/bash
+# orch run f15a746942de5e42: golden/gemm gemm on dgx
+#SBATCH --job-name=orch-f15a746942de5e42
+#SBATCH --comment=orch-f15a746942de5e42
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=8
+#SBATCH --time=00:30:00
+#SBATCH --partition=h100
+#SBATCH --account=myproject
+#SBATCH --gres=gpu:8
+#SBATCH --output=/scratch/orch/runs/1-node/stdout.log
+#SBATCH --error=/scratch/orch/runs/1-node/stderr.log
+set -euo pipefail
+export ORCH_RUN_ID=f15a746942de5e42
+export ORCH_RUN_DIR=/scratch/orch/runs/1-node
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/1-node
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+srun --nodes=1 --ntasks-per-node=8 --ntasks=8 python -m workloads.gemm --precision bf16 --device cuda --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 989.4 --output metrics.json

@@ -1,0 +1,20 @@
+#!/bin/bash
+# orch run 3549217fab7add8f: golden/gemm gemm on gaudi2-cluster
+#SBATCH --job-name=orch-3549217fab7add8f
+#SBATCH --comment=orch-3549217fab7add8f
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --time=00:30:00
+#SBATCH --partition=gaudi2
+#SBATCH --account=myproject
+#SBATCH --gres=gpu:1
+#SBATCH --exclusive
+#SBATCH --output=/scratch/orch/runs/1-device/stdout.log
+#SBATCH --error=/scratch/orch/runs/1-device/stderr.log
+set -euo pipefail
+export ORCH_RUN_ID=3549217fab7add8f
+export ORCH_RUN_DIR=/scratch/orch/runs/1-device
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/1-device
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+deepspeed --num_nodes=1 --num_gpus=1 --no_local_rank --module workloads.gemm --precision bf16 --device hpu --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 432.0 --output metrics.json

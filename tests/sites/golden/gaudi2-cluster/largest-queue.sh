@@ -1,0 +1,25 @@
+#!/bin/bash
+# orch run 4e50a594c476117c: golden/gemm gemm on gaudi2-cluster
+#SBATCH --job-name=orch-4e50a594c476117c
+#SBATCH --comment=orch-4e50a594c476117c
+#SBATCH --nodes=20
+#SBATCH --ntasks-per-node=8
+#SBATCH --time=24:00:00
+#SBATCH --partition=gaudi2
+#SBATCH --account=myproject
+#SBATCH --gres=gpu:8
+#SBATCH --exclusive
+#SBATCH --output=/scratch/orch/runs/largest-queue/stdout.log
+#SBATCH --error=/scratch/orch/runs/largest-queue/stderr.log
+set -euo pipefail
+export ORCH_RUN_ID=4e50a594c476117c
+export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/largest-queue
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+export PET_RDZV_ID="${SLURM_JOB_ID}"
+export MASTER_ADDR
+export PET_RDZV_ENDPOINT="${MASTER_ADDR}:29400"
+scontrol show hostnames "$SLURM_JOB_NODELIST" | sed 's/$/ slots=8/' > orch-hostfile
+deepspeed --num_nodes=20 --num_gpus=8 --hostfile=orch-hostfile --launcher=slurm --master_port=29500 --no_local_rank --module workloads.gemm --precision bf16 --device hpu --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 432.0 --output metrics.json
