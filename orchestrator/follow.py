@@ -119,6 +119,12 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
         run = attempt.run
         attempt.exit_code = info.exit_code
         attempt.finished_at = _parse_time(info.finished_at) or now
+        if attempt.elapsed_s is None and attempt.started_at is not None:
+            # A scheduler that reports no elapsed time (the local executor): from start to end.
+            started = _aware(attempt.started_at)
+            finished = _aware(attempt.finished_at)
+            if started is not None and finished is not None and finished >= started:
+                attempt.elapsed_s = (finished - started).total_seconds()
         if info.state == JobState.COMPLETED:
             outcome = outcomes[attempt.id]
             if outcome.ok:
