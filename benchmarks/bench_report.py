@@ -10,7 +10,9 @@ sequence lengths and 1% failures vary too, so every figure the views support has
 
 Prints the wall time of `orch report` as a user runs it (a new process: start-up, imports,
 queries, drawing, page), for the single page and for the directory form (each figure also
-as SVG and PNG), the time per stage measured in-process, the page's size and the figures drawn.
+as SVG and PNG), with its CPU time (user + system: the wall time it would take on an idle
+core, on a machine shared with other work), the time per stage measured in-process, the
+page's size and the figures drawn.
 """
 
 from __future__ import annotations
@@ -91,6 +93,15 @@ def fill(sessions, rows: int, ingested: int, files_dir: Path, chunk: int = 50_00
                         {"n": ingested})
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes: on a machine shared with other
+    work, the time the report would take on an idle core."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000, help="result rows in the database")
@@ -114,13 +125,14 @@ def main() -> None:
 
         env = {**os.environ, "ORCH_DB_URL": url}
         for form, target in (("page", "report.html"), ("directory", "report/")):
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), _children_cpu()
             proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", "-o", f"{work}/{target}"],
                                   cwd=work, env=env, capture_output=True, text=True)
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
             assert proc.returncode == 0, proc.stderr
             page = work / target / "index.html" if form == "directory" else work / target
-            print(f"orch report ({form:9s}): {wall:.2f} s wall, page {page.stat().st_size / 1e6:.2f} MB; "
+            print(f"orch report ({form:9s}): {wall:.2f} s wall, {cpu:.2f} s CPU (load {os.getloadavg()[0]:.1f}), "
+                  f"page {page.stat().st_size / 1e6:.2f} MB; "
                   f"{proc.stderr.splitlines()[0]}", flush=True)
 
         from orchestrator.report import build_report
@@ -129,11 +141,12 @@ def main() -> None:
         with engine.connect() as conn:
             count = conn.execute(sa.text("SELECT COUNT(*) FROM results")).scalar_one()
         for form, directory in (("page", False), ("directory", True)):
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             done = build_report(engine, work / f"inproc-{form}" / ("" if directory else "r.html"), directory)
-            total = time.perf_counter() - t0
+            total, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             stages = "  ".join(f"{k}={v:.2f}s" for k, v in done.seconds.items())
-            print(f"in-process ({form:9s}, {count:,} results): {total:.2f} s  {stages}  figures={len(done.drawn)} "
+            print(f"in-process ({form:9s}, {count:,} results): {total:.2f} s wall, {cpu:.2f} s CPU; wall by stage: "
+                  f"{stages}  figures={len(done.drawn)} "
                   f"runs_in_provenance={done.runs}", flush=True)
         print("not drawn: " + "; ".join(f"{s.key} ({s.reason})" for s in done.skipped), flush=True)
         engine.dispose()

@@ -59,6 +59,8 @@ def build_report(engine: Engine, output: Path, directory: bool, sweeps: list[str
         except DBAPIError as exc:  # a view that exists but cannot be read as expected
             name = builder.__name__
             result = Skip(name, name.replace("_", " "), f"query failed: {str(exc.orig).splitlines()[0]}")
+        if isinstance(result, FigureData) and not any(p.points for panel in result.panels for p in panel.series):
+            result = Skip(result.key, result.title, "no value to draw (the view's figures are empty)")
         (built if isinstance(result, FigureData) else skipped).append(result)
     seconds["queries"] = time.perf_counter() - clock
 

@@ -10,6 +10,7 @@ and a tooltip per linked mark.
 from __future__ import annotations
 
 import io
+import math
 import re
 import textwrap
 from collections.abc import Sequence
@@ -42,9 +43,23 @@ def _colours(labels: Sequence[str]) -> dict[str, object]:
     return {label: cmap(i % cmap.N) for i, label in enumerate(labels)}
 
 
+def _drawable(panel: Panel) -> None:
+    """Drop marks without a finite value (a NULL from a view) or off a log axis."""
+    for series in panel.series:
+        series.points = [p for p in series.points if _finite(p.y) and (not panel.ylog or p.y > 0)
+                         and (panel.kind != "lines" or (_finite(p.x) and (not panel.xlog or p.x > 0)))]
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def render(data: FigureData) -> "Figure":
     """The matplotlib figure of ``data``: its panels in a grid of up to two columns, one legend."""
     import matplotlib
+
+    for panel in data.panels:
+        _drawable(panel)
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure

@@ -68,12 +68,12 @@ def varying_labels(rows: Sequence[dict[str, Any]], parts: Sequence[Callable[[dic
 
 
 def sampled(src: Source, select: str, relation_where: str, notes: list[str], **params: Any) -> list[dict[str, Any]]:
-    """Rows for a figure with one mark per run: at most MAX_POINTS, every k-th by run id beyond
-    (the rule is added to ``notes``)."""
+    """Rows for a figure with one mark per run: at most MAX_POINTS, beyond that every k-th by run
+    id, k = ceil(n / MAX_POINTS) (the rule is added to ``notes``)."""
     rows, total = src.sampled(select, relation_where, MAX_POINTS, **params)
     if total > len(rows):
-        notes.append(f"{total:,} results: every {math.ceil(total / MAX_POINTS)}th by run id is drawn "
-                     f"({len(rows):,})")
+        notes.append(f"{total:,} results: one in {math.ceil(total / MAX_POINTS)} by run id is drawn "
+                     f"({len(rows):,}; the views keep them all)")
     return rows
 
 
@@ -122,9 +122,9 @@ def throughput_by_system(src: Source) -> FigureData | Skip:
     why = src.missing("repeat_spread", SPREAD_KEYS + ["repeats", "mean", "min", "max"])
     if why:
         return Skip(key, title, why)
-    rows = src.query(f"SELECT * FROM repeat_spread WHERE 1=1{src.where_sweep()}")
+    rows = src.query(f"SELECT * FROM repeat_spread WHERE mean IS NOT NULL{src.where_sweep()}")
     if not rows:
-        return Skip(key, title, "no completed results")
+        return Skip(key, title, "no completed results with a throughput (tokens/s, samples/s, TFLOP/s or GB/s)")
     runs = first_runs(src, SPREAD_KEYS)
     notes: list[str] = []
     by_panel: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -277,7 +277,7 @@ def strategies(src: Source) -> FigureData | Skip:
             notes.append(f"{group_key[0]}: {len(failed)} run(s) failed and have no mark ("
                          + ", ".join(f"{c}: {n}" for c, n in sorted(classes.items())) + "); see the table")
         name = f"{group_key[1]} ({group_key[0]})"
-        labels_shown = capped(sorted(set(memory) | set(timing)), MAX_SERIES, "sizes", notes)
+        labels_shown = capped(sorted(set(memory) | set(timing)), MAX_SERIES, f"configurations of {name}", notes)
         panels.append(Panel(f"{name}: peak memory", "strategy", "peak memory (GB)", "strip",
                             [Series(s, memory[s]) for s in labels_shown], categories=order))
         panels.append(Panel(f"{name}: {'epoch' if uses_epoch else 'step'} time", "strategy",
@@ -300,7 +300,7 @@ def axis_sweep(src: Source, key: str, title: str, axis: str, xlabel: str, get_x:
     why = src.missing("repeat_spread", SPREAD_KEYS + ["repeats", "mean", "min", "max"])
     if why:
         return Skip(key, title, why)
-    rows = [r for r in src.query(f"SELECT * FROM repeat_spread WHERE 1=1{src.where_sweep()}")
+    rows = [r for r in src.query(f"SELECT * FROM repeat_spread WHERE mean IS NOT NULL{src.where_sweep()}")
             if number(get_x(r)) is not None]
 
     def series_key(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -487,7 +487,7 @@ def collectives(src: Source) -> FigureData | Skip:
 
 # ------------------------------------------------------------------ inference, predictions, references
 
-INFERENCE_COLUMNS = ["run_id", "sweep", "site", "system", "device_model", "devices", "precision", "model",
+INFERENCE_COLUMNS = ["run_id", "sweep", "experiment", "site", "system", "device_model", "devices", "precision", "model",
                      "concurrency", "tpot_s", "ttft_p50_s", "output_tokens_per_s"]
 
 
@@ -508,11 +508,12 @@ def inference(src: Source) -> FigureData | Skip:
     notes: list[str] = []
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        groups[key_of(row, ["sweep", "model", "site", "system", "device_model", "devices", "precision"])].append(row)
+        groups[key_of(row, ["sweep", "experiment", "model", "site", "system", "device_model", "devices",
+                            "precision"])].append(row)
     keys = capped(sorted(groups, key=str), MAX_SERIES, "inference configurations", notes)
     labels = varying_labels([groups[k][0] for k in keys], [
         lambda r: str(r["model"] or ""), system_label, lambda r: f"{r['devices']}dev", lambda r: r["precision"],
-        lambda r: r["sweep"]])
+        lambda r: r["sweep"], lambda r: r["experiment"]])
     curve, first_token, table_rows = [], [], []
     for k, label in zip(keys, labels):
         points = sorted(groups[k], key=lambda r: number(r["concurrency"]) or 0)
@@ -622,6 +623,8 @@ def cost(src: Source) -> FigureData | Skip:
         metric = "tflops_per_device_per_price" if tflops else "throughput_per_price"
         if number(row[metric]) is not None:
             by_panel[(row["workload"], metric)].append(row)
+    if not by_panel:
+        return Skip(key, title, "no priced result reports TFLOP/s or a throughput")
     panels, table_rows = [], []
     for workload, metric in capped(sorted(by_panel), MAX_PANELS, "workloads", notes):
         group = by_panel[(workload, metric)]

@@ -15,8 +15,8 @@ from typing import Any, Literal
 MAX_PANELS = 6        # panels of one figure (one per workload and metric, per mode, ...)
 MAX_CATEGORIES = 12   # bar groups of one panel
 MAX_SERIES = 8        # lines or colours of one panel
-MAX_POINTS = 1000     # marks of a per-run figure; beyond it every k-th run (by run id) is kept
-MAX_TABLE_ROWS = 500  # rows of a figure's data table
+MAX_POINTS = 500      # marks of a per-run figure; beyond it every k-th run (by run id) is kept
+MAX_TABLE_ROWS = 300  # rows of a figure's data table
 
 
 @dataclass

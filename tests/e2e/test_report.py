@@ -188,3 +188,39 @@ def test_unknown_sweep_is_one_line_and_exit_2(built: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: --sweep nope: no results of this sweep") and "report-scaling" in proc.stderr
     assert "Traceback" not in proc.stderr and not (built / "x.html").exists()
+
+
+@pytest.mark.postgres
+def test_report_on_postgresql(pg_admin_url: str, tmp_path: Path) -> None:
+    """The same queries on PostgreSQL, over rows made as the benchmark makes them (benchmarks/
+    bench_report.py: GEMM metrics files collected as `orch status` does, the rest by SQL), with
+    the per-run figures sampled (more runs than a figure draws)."""
+    from benchmarks.bench_report import fill
+    from orchestrator.db.engine import make_engine, open_database
+    from orchestrator.report.model import MAX_POINTS
+    from tests import pg
+
+    generator = pg.fresh_database(pg_admin_url)
+    url = next(generator)
+    try:
+        sessions = open_database(url)
+        fill(sessions, MAX_POINTS * 3, 200, tmp_path / "metrics")
+        sessions.kw["bind"].dispose()
+        proc = run_orch("report", "-o", "pg.html", cwd=tmp_path, env={"ORCH_DB_URL": url}, check=True)
+        html = (tmp_path / "pg.html").read_text()
+        drawn = set(figure_sections(html))
+        assert {"throughput", "scaling", "strategies", "seq_len", "primitives", "failures"} <= drawn, proc.stderr
+        assert re.search(r"750 results: one in 2 by run id is drawn \(375;", html)  # the stated sampling rule
+        engine = make_engine(url)
+        with engine.connect() as conn:
+            import sqlalchemy as sa
+
+            view = {(r.mode, r.devices, r.efficiency) for r in conn.execute(sa.text(
+                "SELECT mode, devices, efficiency FROM scaling"))}
+        engine.dispose()
+        shown = {(r["mode"], int(r["devices"]), float(r["efficiency"])) for r in table_rows(html, "scaling")}
+        assert shown and shown <= view
+        targets = set(re.findall(r'href="#(run-[0-9a-z]+)"', html))
+        assert targets <= set(re.findall(r'<tr id="(run-[0-9a-z]+)"', html))
+    finally:
+        next(generator, None)
