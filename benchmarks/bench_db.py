@@ -188,7 +188,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="result rows in the database")
     parser.add_argument("--ingest", type=int, default=200_000, help="rows ingested through the timed path")
     parser.add_argument("--backends", default="sqlite,postgresql")
-    parser.add_argument("--pg-url", default="postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
     import platform
     import sqlite3

@@ -109,7 +109,9 @@ def main_options(
 DEFAULT_MAX_RUNS = 200_000  # orchestrator.sweep.DEFAULT_MAX_RUNS (not imported: start-up time)
 
 def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]]:
-    columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "nodes",
+    # mem_gb: predicted per-device peak of tensor memory (workloads/predict_memory.py; without the
+    # device's fixed cost, which the memory check adds).
+    columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "mem_gb", "nodes",
                "queue", "tier", "status", "new", "reason"]
     rows: list[list[object]] = []
     for p in plans:
@@ -122,6 +124,7 @@ def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]
             params["repeat"] = s.repeat
         rows.append([s.id, s.experiment, s.workload, s.site + (f":{s.system}" if s.system else ""), s.devices,
                      s.precision, " ".join(f"{k}={v}" for k, v in params.items()),
+                     None if p.resolved.predicted_peak_gb is None else round(p.resolved.predicted_peak_gb, 2),
                      placement.nodes if placement else None, placement.queue if placement else None,
                      placement.queue_tier if placement else None,
                      p.status, p.new, p.resolved.skip_reason or ""])

@@ -7,9 +7,13 @@ and the good ones are written with one bulk INSERT per table (:mod:`orchestrator
 
 from __future__ import annotations
 
+import errno
 import gc
 import hashlib
 import json
+import os
+import re
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,15 +42,56 @@ def read_metrics(path: Path) -> tuple[MetricsFile | None, IngestOutcome]:
     return metrics, outcome
 
 
+# A metrics file is a few KB; anything far larger is not one (and must not be read whole).
+MAX_METRICS_BYTES = 16 * 1024 * 1024
+
+
 def load_metrics(path: Path) -> tuple[MetricsFile | None, IngestOutcome, str]:
     """Read and validate one metrics file; also returns its text as it will be stored."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None, IngestOutcome(False, "missing_metrics", f"no metrics file at {path}"), ""
-    except OSError as exc:
-        return None, IngestOutcome(False, "missing_metrics", f"cannot read {path}: {exc.strerror}"), ""
+    raw = read_bounded(path)
+    if isinstance(raw, IngestOutcome):
+        return None, raw, ""
     return parse_metrics(raw, path.name)
+
+
+def read_bounded(path: Path, limit: int = MAX_METRICS_BYTES) -> bytes | IngestOutcome:
+    """The bytes of a regular file of at most ``limit`` bytes, or why it is refused.
+
+    A run directory is written by the job, so the file may be anything: never followed
+    through a symbolic link (``O_NOFOLLOW``), never read unless it is a regular file (a FIFO
+    would block forever, ``/dev/zero`` never ends: ``O_NONBLOCK`` then ``fstat``), and never
+    read past the limit, whatever its size claims."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return IngestOutcome(False, "missing_metrics", f"no metrics file at {path}")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return IngestOutcome(False, "bad_metrics", f"{path.name}: a symbolic link (not followed)")
+        return IngestOutcome(False, "missing_metrics", f"cannot read {path}: {exc.strerror}")
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return IngestOutcome(False, "bad_metrics", f"{path.name}: not a regular file (not read)")
+        if info.st_size > limit:
+            return IngestOutcome(False, "bad_metrics", f"{path.name}: {info.st_size} bytes, over the "
+                                                       f"{limit // (1024 * 1024)} MiB limit of a metrics file")
+        chunks = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, max(info.st_size + 1 - size, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            return IngestOutcome(False, "bad_metrics", f"{path.name}: over the {limit // (1024 * 1024)} MiB "
+                                                       "limit of a metrics file")
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    except OSError as exc:
+        return IngestOutcome(False, "missing_metrics", f"cannot read {path}: {exc.strerror}")
+    finally:
+        os.close(fd)
 
 
 def parse_metrics(raw: bytes | str, name: str = "metrics.json") -> tuple[MetricsFile | None, IngestOutcome, str]:
@@ -63,6 +108,9 @@ def parse_metrics(raw: bytes | str, name: str = "metrics.json") -> tuple[Metrics
         return None, IngestOutcome(False, "bad_metrics", f"{name}: not valid JSON ({exc})"), ""
     if not isinstance(data, dict):
         return None, IngestOutcome(False, "bad_metrics", f"{name}: expected a JSON object"), ""
+    duplicate = _duplicate_key(raw, data)
+    if duplicate is not None:
+        return None, IngestOutcome(False, "bad_metrics", f"{name}: duplicate key {duplicate!r} in one object"), ""
     try:
         return MetricsFile.model_validate(data), IngestOutcome(True), text
     except ValidationError as exc:
@@ -75,15 +123,73 @@ def parse_metrics(raw: bytes | str, name: str = "metrics.json") -> tuple[Metrics
 def _json_problem(raw: bytes | str, fast_error: ValueError) -> str:
     """Why a document is not JSON orch accepts, in the standard library's words (which name
     NaN/Infinity plainly); only bad files pay for the second parse."""
+    if "recursion limit" in str(fast_error):
+        return "not valid JSON (nested too deeply)"
     try:
         json.loads(raw, parse_constant=_reject_constant)
+    except RecursionError:
+        return "not valid JSON (nested too deeply)"
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, or NaN/Infinity refused
-        return f"not valid JSON ({exc})"
-    return f"not valid JSON ({fast_error})"
+        return f"not valid JSON ({str(exc)[:300]})"
+    return f"not valid JSON ({str(fast_error)[:300]})"
 
 
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number orch accepts")
+
+
+# A key's end in JSON text: its closing quote, optional blanks, the colon.
+_SPACED_KEY_END = re.compile(rb'"[ \t\r\n]+:')
+
+
+def _duplicate_key(raw: bytes | str, data: dict) -> str | None:
+    """A key that appears twice in one object of the document, or None.
+
+    The JSON parser keeps the last of duplicate keys silently. Checking every object with the
+    standard library's parser would double the cost of a file, so a count decides first: each
+    key of the text ends with ``":`` (when no blank precedes its colon), as does each escaped
+    quote before a colon inside a string; the parsed tree counts its keys (lists of scalars
+    skipped). No duplicates can hide when the text's count equals the tree's: a missing key
+    makes the tree's count smaller, escapes and skipped lists only make the counts differ. Any
+    difference, or a blank before a colon, goes to the exact check."""
+    encoded = raw.encode() if isinstance(raw, str) else raw
+    if encoded.count(b'":') == _count_keys(data) and _SPACED_KEY_END.search(encoded) is None:
+        return None
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, object]]) -> dict:
+        keys = [key for key, _ in items]
+        if len(set(keys)) != len(keys) and not found:
+            found.append(next(key for key in keys if keys.count(key) > 1))
+        return dict(items)
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None  # the fast parser read it; what to refuse is for validation to say
+    return found[0] if found else None
+
+
+def _count_keys(value: dict) -> int:
+    count = len(value)
+    for item in value.values():
+        kind = type(item)
+        if kind is dict:
+            count += _count_keys(item)
+        elif kind is list and item and type(item[0]) in (dict, list):
+            count += _count_in_list(item)
+    return count
+
+
+def _count_in_list(values: list) -> int:
+    count = 0
+    for item in values:
+        kind = type(item)
+        if kind is dict:
+            count += _count_keys(item)
+        elif kind is list:
+            count += _count_in_list(item)
+    return count
 
 
 # What a workload reports about one run rather than about its software and node: the command

@@ -2,12 +2,16 @@
 
 The workloads write it without importing this module (they must not import
 ``orchestrator``); the tests check their files against :class:`MetricsFile`.
+
+Validation is strict (pydantic's strict mode): a number must be a JSON number, never
+``true`` (which lax mode reads as 1.0) or a string such as ``"1e3"``; integers stand for
+floats, and every integer is bounded to what a database column holds (64-bit signed).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -32,31 +36,36 @@ HEADLINE_METRICS: tuple[str, ...] = (
 
 
 class Timing(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    warmup_steps: int = Field(ge=0)
-    timed_steps: int = Field(ge=1)
+    model_config = ConfigDict(extra="allow", strict=True)
+    warmup_steps: Count = Field(ge=0)
+    timed_steps: Count = Field(ge=1)
     # Per-step seconds of the timed steps (rank 0, or the max over ranks).
     step_times_s: list[float] = Field(default_factory=list)
 
 
+# The largest integer SQLite and PostgreSQL (bigint) columns hold.
+INT64_MAX = 2**63 - 1
+Count = Annotated[int, Field(le=INT64_MAX)]
+
+
 class DeviceInfo(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     type: str
     model: str
-    count: int = Field(ge=1)
+    count: Count = Field(ge=1)
 
 
 class MetricsFile(BaseModel):
     """One run's measurements. Extra keys are kept (stored in the raw JSON)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     schema_: Literal["orch.metrics/1"] = Field(alias="schema")
     workload: str
     status: Literal["ok"] = "ok"
     params: dict[str, Any] = Field(default_factory=dict)
     precision: str
-    world_size: int = Field(ge=1)
+    world_size: Count = Field(ge=1)
     device: DeviceInfo
     metrics: dict[str, float | None]
     timing: Timing

@@ -42,7 +42,7 @@ def shell_quote(value: Any) -> ShellSafe:
 def directive(value: Any) -> ShellSafe:
     """A scheduler directive value: plain characters only, so it can never break out of its line."""
     text = str(value)
-    if not _DIRECTIVE_OK.match(text):
+    if not _DIRECTIVE_OK.fullmatch(text):  # fullmatch: `$` alone lets a trailing newline through
         raise RenderError(f"value {text!r} cannot go in a scheduler directive "
                           "(allowed: letters, digits and _ . : , = / @ % + - [ ])")
     return ShellSafe(text)

@@ -8,6 +8,7 @@ cross product, each named group under ``zip`` expands its lists together, and
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,17 @@ from workloads import registry
 from workloads.registry import PRECISIONS, Workload
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+# Names become file and directory names (runs/<sweep>/..., sites/<site>.yaml): well under the
+# 255-byte limit of a file name.
+MAX_NAME = 100
+# What the database columns and the workload's command line can carry: 64-bit integers, and
+# values well under Linux's 128 KiB limit on one command-line argument.
+INT64_MAX = 2**63 - 1
+MAX_VALUE_CHARS = 16 * 1024
+# Expanding more runs than this is refused before expanding (orch plan/run --max-runs).
+DEFAULT_MAX_RUNS = 200_000
+# Lowest values the workload harness accepts (workloads/harness/cli.py).
+PARAM_MINIMUMS = {"warmup": 0, "iters": 1}
 RETRYABLE = ("timeout", "out_of_memory", "node_failure", "preempted", "cancelled", "failed",
              "launch_error", "missing_metrics", "bad_metrics", "lost")
 
@@ -40,7 +52,7 @@ class RetryPolicy(BaseModel):
 
 class Experiment(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME)
     description: str = ""
     workload: str
     sites: list[str] = Field(min_length=1)
@@ -66,8 +78,10 @@ class Experiment(BaseModel):
         import re
 
         for entry in value:
-            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(:[A-Za-z0-9][A-Za-z0-9_.-]*)?$", entry):
-                raise ValueError(f"expected 'site' or 'site:system', got {entry!r}")
+            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(:[A-Za-z0-9][A-Za-z0-9_.-]*)?\Z", entry):
+                raise ValueError(f"expected 'site' or 'site:system', got {entry[:120]!r}")
+            if any(len(part) > MAX_NAME for part in entry.split(":")):
+                raise ValueError(f"a site or system name is at most {MAX_NAME} characters, got {len(entry)}")
         return value
 
     @property
@@ -94,7 +108,7 @@ class Variant(BaseModel):
 
 class Sweep(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME)
     description: str = ""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     variants: dict[str, Variant] = Field(default_factory=dict)
@@ -124,7 +138,19 @@ def _check_value(doc: YamlDocument, loc: Loc, axis: str, value: Any, workload: W
     """One grid value against the axis's type; raises SourceError naming where it is."""
 
     def fail(expected: str) -> None:
-        raise doc.error(loc, f"expected {expected}, got {value!r}")
+        shown = repr(value)
+        raise doc.error(loc, f"expected {expected}, got {shown if len(shown) <= 120 else shown[:100] + '...'}")
+
+    # What any value must be to reach the database as JSON and the workload as one argument.
+    if isinstance(value, float) and not math.isfinite(value):
+        fail("a finite number (params are stored as JSON, which has no NaN or infinity)")
+    if isinstance(value, int) and not isinstance(value, bool) and not -INT64_MAX - 1 <= value <= INT64_MAX:
+        fail(f"an integer between {-INT64_MAX - 1} and {INT64_MAX}")
+    if isinstance(value, str):
+        if len(value) > MAX_VALUE_CHARS:
+            raise doc.error(loc, f"a value is at most {MAX_VALUE_CHARS} characters, got {len(value)}")
+        if value.startswith("-"):
+            fail("a value that does not start with '-' (the workload would read it as an option)")
 
     if axis in ("devices", "batch_size", "seq_len", "repeats"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -150,6 +176,8 @@ def _check_value(doc: YamlDocument, loc: Loc, axis: str, value: Any, workload: W
             fail(f"{param.type.__name__} for {workload.name} parameter {axis!r}")
         if param.choices is not None and value not in param.choices:
             fail("one of " + ", ".join(map(str, param.choices)))
+        if axis in PARAM_MINIMUMS and isinstance(value, int) and value < PARAM_MINIMUMS[axis]:
+            fail(f"an integer >= {PARAM_MINIMUMS[axis]}")
 
 
 def _check_axis_name(doc: YamlDocument, loc: Loc, axis: str, workload: Workload) -> None:
@@ -208,6 +236,17 @@ def _check_experiment(doc: YamlDocument, index: int, exp: Experiment) -> None:
                 raise doc.error(base + ("exclude", i, axis), "exclude names an axis that is not in grid or zip")
 
 
+def count_runs(exp: Experiment) -> int:
+    """How many runs the experiment expands to before exclusions (computed, not expanded)."""
+    count = len(exp.sites) * int(exp.grid.get("repeats", 1))
+    for axis, value in exp.grid.items():
+        if axis != "repeats":
+            count *= len(_values(value))
+    for columns in exp.zip.values():
+        count *= len(next(iter(columns.values()), []))
+    return count
+
+
 def _apply_variant(doc: YamlDocument, name: str) -> None:
     """Rewrite ``doc.data`` with variant ``name`` applied (validated first)."""
     data = doc.data
@@ -223,7 +262,8 @@ def _apply_variant(doc: YamlDocument, name: str) -> None:
     experiments = data.get("experiments")
     if not isinstance(experiments, list):
         return  # the normal validation reports it
-    names = {e.get("name") for e in experiments if isinstance(e, dict)}
+    # Only string names can be matched (a list or mapping as a name is reported by validation).
+    names = {e.get("name") for e in experiments if isinstance(e, dict) and isinstance(e.get("name"), str)}
     for unknown in set(variant.experiments) - names:
         raise doc.error(("variants", name, "experiments", unknown), "no experiment of that name")
     for exp in experiments:
@@ -239,7 +279,8 @@ def _apply_variant(doc: YamlDocument, name: str) -> None:
         groups = exp.get("zip")
         if isinstance(groups, dict):
             groups.update({k: v for k, v in variant.zip.items() if k in groups})
-        for key, value in variant.experiments.get(exp.get("name"), {}).items():
+        own = variant.experiments.get(exp["name"], {}) if exp.get("name") in names else {}
+        for key, value in own.items():
             if key == "grid" and isinstance(value, dict) and isinstance(exp.get("grid"), dict):
                 exp["grid"].update(value)
             else:
@@ -247,11 +288,13 @@ def _apply_variant(doc: YamlDocument, name: str) -> None:
     data["name"] = f"{data.get('name')}-{name}"
 
 
-def parse_sweep(path: Path | str, text: str | None = None, variant: str | None = None) -> LoadedSweep:
+def parse_sweep(path: Path | str, text: str | None = None, variant: str | None = None,
+                max_runs: int = DEFAULT_MAX_RUNS) -> LoadedSweep:
     """Load and validate a sweep file; every problem is a SourceError (file:line: field: what).
 
     With ``variant`` the named overrides are applied first and the sweep is named
-    ``<name>-<variant>``, so its results never mix with the full-size ones."""
+    ``<name>-<variant>``, so its results never mix with the full-size ones. A sweep that
+    would expand to more than ``max_runs`` runs is refused before anything is expanded."""
     doc = load_yaml(path, text)
     if not isinstance(doc.data, dict):
         raise doc.error((), "expected a mapping with 'name' and 'experiments' at the top level")
@@ -268,5 +311,11 @@ def parse_sweep(path: Path | str, text: str | None = None, variant: str | None =
             raise doc.error(("experiments", index, "name"), f"experiment name {exp.name!r} is used twice")
         names.add(exp.name)
         _check_experiment(doc, index, exp)
+    counts = [count_runs(exp) for exp in sweep.experiments]
+    if sum(counts) > max_runs:
+        index = max(range(len(counts)), key=counts.__getitem__)
+        raise doc.error(("experiments", index), f"the sweep expands to {sum(counts):,} runs ({counts[index]:,} in "
+                                                f"this experiment), over the limit of {max_runs:,} "
+                                                "(--max-runs raises it)")
     source = text if text is not None else Path(path).read_text(encoding="utf-8")
     return LoadedSweep(sweep=sweep, path=str(path), text=source)

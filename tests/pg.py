@@ -16,7 +16,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-DEFAULT_URL = os.environ.get("ORCH_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
+DEFAULT_URL = os.environ.get("ORCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 OWN_PORT = 55432
 
 
@@ -54,7 +54,7 @@ def _start_own_server() -> tuple[str, Path]:
     subprocess.run(as_pg + [str(bindir / "pg_ctl"), "-D", str(datadir / "data"), "-l", str(datadir / "log"),
                             "-o", f"-p {OWN_PORT} -k {datadir} -c listen_addresses=127.0.0.1", "-w", "start"],
                    check=True, capture_output=True)
-    url = f"postgresql+psycopg2://postgres@127.0.0.1:{OWN_PORT}/postgres"
+    url = f"postgresql://postgres@127.0.0.1:{OWN_PORT}/postgres"
     for _ in range(50):
         if _answers(url):
             return url, datadir

@@ -2,9 +2,10 @@
 
 SQLAlchemy Core's ``executemany`` builds and processes one parameter dict per row (about
 4 us each, most of the ingest time at 100,000 rows). Here rows are plain tuples:
-SQLite takes them through ``sqlite3``'s ``executemany``; PostgreSQL (psycopg2) through
-``COPY ... FROM STDIN``, which is several times faster than multi-row INSERTs. Both
-run on the caller's connection, inside its transaction.
+SQLite takes them through ``sqlite3``'s ``executemany``; PostgreSQL through ``COPY ... FROM
+STDIN`` (psycopg 3's ``cursor.copy``, or psycopg2's ``copy_expert`` when that driver is in
+use), which is several times faster than multi-row INSERTs. Both drivers get the same
+COPY text, built here. Everything runs on the caller's connection, inside its transaction.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def insert_rows(connection: Connection, table: Table, columns: Sequence[str], ro
     processors = _processors(connection, table, columns)
     if processors:
         rows = [_processed(row, processors) for row in rows]
-    if dialect.name == "postgresql" and dialect.driver == "psycopg2":
+    if dialect.name == "postgresql" and dialect.driver in ("psycopg", "psycopg2"):
         _copy(connection, table, columns, rows)
     elif dialect.paramstyle in ("qmark", "format", "pyformat"):
         marker = "?" if dialect.paramstyle == "qmark" else "%s"
@@ -83,11 +84,14 @@ def _copy_field(value: Any) -> str:
 
 def _copy(connection: Connection, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
     quote = connection.dialect.identifier_preparer.quote
-    buffer = io.StringIO()
-    buffer.writelines("\t".join(map(_copy_field, row)) + "\n" for row in rows)
-    buffer.seek(0)
+    statement = f"COPY {quote(table.name)} ({', '.join(quote(c) for c in columns)}) FROM STDIN"
+    data = "".join(["\t".join(map(_copy_field, row)) + "\n" for row in rows])
     cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        cursor.copy_expert(f"COPY {quote(table.name)} ({', '.join(quote(c) for c in columns)}) FROM STDIN", buffer)
+        if connection.dialect.driver == "psycopg":
+            with cursor.copy(statement) as copy:
+                copy.write(data)
+        else:
+            cursor.copy_expert(statement, io.StringIO(data))
     finally:
         cursor.close()

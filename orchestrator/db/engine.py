@@ -3,6 +3,13 @@
 SQLite (the default, one file under ``.orch/``) runs in WAL mode with a busy
 timeout so two ``orch`` processes can share it; PostgreSQL takes its password
 from the URL, ``PGPASSWORD`` or ``~/.pgpass`` (libpq), never from orch's files.
+
+PostgreSQL goes through psycopg 3, SQLAlchemy's default driver for ``postgresql://``
+(and ``postgresql+psycopg://``); ``postgresql+psycopg2://`` works where psycopg2 is
+installed. A read-only engine (``orch sql`` without ``--write``) refuses every write
+in the database itself: SQLite's ``query_only`` with deferred transactions (a reader
+never waits for another process's write lock), PostgreSQL's
+``default_transaction_read_only``.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from orchestrator import paths
 from orchestrator.errors import UserError
@@ -51,33 +58,77 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
     cursor.close()
 
 
+def _sqlite_query_only(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    dbapi_connection.execute("PRAGMA query_only=ON")
+
+
 def _begin_immediate(connection) -> None:  # type: ignore[no-untyped-def]
     # Take the write lock when a transaction starts: two orch processes then queue up (up to
     # busy_timeout) instead of one failing on a stale snapshot halfway through its work.
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def make_engine(url: str | URL) -> Engine:
+def _begin_deferred(connection) -> None:  # type: ignore[no-untyped-def]
+    # A reader's transaction: WAL readers see the last commit and never wait for a writer.
+    connection.exec_driver_sql("BEGIN")
+
+
+DIALECTS = ("sqlite", "postgresql")
+URL_EXAMPLE = "expected e.g. sqlite:///path/orch.db or postgresql://user@host:5432/dbname"
+# The pip package that brings each PostgreSQL driver SQLAlchemy may be asked for.
+_DRIVER_PACKAGES = {"psycopg": "pip install 'psycopg[binary]' (orch's own dependency)",
+                    "psycopg2": "pip install psycopg2-binary, or use postgresql:// (psycopg 3)"}
+
+
+def make_engine(url: str | URL, read_only: bool = False) -> Engine:
+    """An engine on ``url`` (nothing is connected yet); ``read_only`` refuses every write."""
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise UserError("invalid database URL (expected e.g. sqlite:///path/orch.db "
-                        "or postgresql://user@host:5432/dbname)") from None
-    if parsed.drivername.startswith("sqlite"):
+        raise UserError(f"invalid database URL ({URL_EXAMPLE})") from None
+    dialect = parsed.get_backend_name()
+    if dialect not in DIALECTS:
+        raise UserError(f"unknown database {dialect!r} in {redact(str(url))} ({URL_EXAMPLE})")
+    if dialect == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30})
+            folder = Path(parsed.database).expanduser().parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise UserError(f"cannot create the database folder {folder}: "
+                                "a file is in the way (not a folder)") from None
+            except OSError as exc:
+                raise UserError(f"cannot create the database folder {folder}: "
+                                f"{exc.strerror or exc}") from None
+        engine = _create(url, parsed, connect_args={"timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
-        event.listen(engine, "begin", _begin_immediate)
+        if read_only:
+            event.listen(engine, "connect", _sqlite_query_only)
+        event.listen(engine, "begin", _begin_deferred if read_only else _begin_immediate)
         return engine
     if parsed.password is None and os.environ.get("PGPASSWORD"):
         # Keep libpq's variable working, but out of the environment jobs inherit.
         url = parsed.set(password=os.environ.pop("PGPASSWORD"))
+    connect_args = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+    return _create(url, parsed, pool_pre_ping=True, connect_args=connect_args)
+
+
+def _create(url: str | URL, parsed: URL, **options: object) -> Engine:
     try:
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(url, **options)  # type: ignore[arg-type]
     except ModuleNotFoundError as exc:
-        raise UserError(f"database driver missing for {parsed.drivername}: {exc.name} "
-                        "(for PostgreSQL: pip install 'orch[postgres]')") from None
+        hint = _DRIVER_PACKAGES.get(parsed.get_driver_name(), "pip install 'orch[postgres]'")
+        raise UserError(f"database driver missing for {parsed.drivername}: {exc.name} ({hint})") from None
+    except ArgumentError as exc:  # NoSuchModuleError: an unknown driver name
+        raise UserError(f"unknown database driver {parsed.drivername!r}: {str(exc).splitlines()[0]} "
+                        f"({URL_EXAMPLE})") from None
+
+
+def is_read_only_refusal(exc: DBAPIError) -> bool:
+    """Whether the database refused a write because the connection or file is read-only."""
+    if getattr(exc.orig, "sqlstate", None) == "25006" or getattr(exc.orig, "pgcode", None) == "25006":
+        return True  # PostgreSQL: read_only_sql_transaction
+    return "readonly database" in str(exc.orig)  # SQLite: query_only (or a read-only file)
 
 
 def _alembic_config() -> "Config":
@@ -112,12 +163,20 @@ def head_revision() -> str | None:
     return numbers[-1] if numbers else None
 
 
-def open_engine(url: str) -> Engine:
-    """An engine on ``url`` with its schema at head (migrated first when it is behind)."""
-    engine = make_engine(url)
+def open_engine(url: str, read_only: bool = False) -> Engine:
+    """An engine on ``url`` with its schema at head (migrated first when it is behind, by a
+    writing engine even when ``read_only``)."""
+    engine = make_engine(url, read_only=read_only)
     try:
         if current_revision(engine) != head_revision():
-            upgrade(engine)
+            if read_only:
+                writer = make_engine(url)
+                try:
+                    upgrade(writer)
+                finally:
+                    writer.dispose()
+            else:
+                upgrade(engine)
     except UserError:
         raise
     except Exception as exc:  # connection refused, auth failed, ...
