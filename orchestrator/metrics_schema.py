@@ -35,17 +35,17 @@ HEADLINE_METRICS: tuple[str, ...] = (
 )
 
 
+# The largest integer SQLite and PostgreSQL (bigint) columns hold.
+INT64_MAX = 2**63 - 1
+Count = Annotated[int, Field(le=INT64_MAX)]
+
+
 class Timing(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     warmup_steps: Count = Field(ge=0)
     timed_steps: Count = Field(ge=1)
     # Per-step seconds of the timed steps (rank 0, or the max over ranks).
     step_times_s: list[float] = Field(default_factory=list)
-
-
-# The largest integer SQLite and PostgreSQL (bigint) columns hold.
-INT64_MAX = 2**63 - 1
-Count = Annotated[int, Field(le=INT64_MAX)]
 
 
 class DeviceInfo(BaseModel):
