@@ -37,6 +37,7 @@ the timed steps' times, each the slowest rank's; n = timed steps):
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any, Callable, Iterator
 
@@ -47,6 +48,7 @@ from workloads.data.sources import Batch, Synthetic, Windows
 from workloads.harness import Refused, Session
 from workloads.harness.timing import rate, rate_figures
 from workloads.models.configs import GPTConfig, num_params
+from workloads.predict_memory import LiveBytes
 
 
 # Called once the trainer exists (e.g. to prune its weights); what it returns is called after
@@ -65,6 +67,11 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
     if args.epochs > 0 and not source.has_epochs:
         raise Refused(f"--epochs needs a finite dataset (--data text or file:/path), not {source.name}")
 
+    # peak_tensor_bytes (CPU): live tensor bytes from the model's construction on, the figure
+    # workloads/predict_memory.py predicts (CUDA's max_memory_allocated without its rounding).
+    tracking = contextlib.ExitStack()
+    cpu = session.device.type == "cpu" and not getattr(args, "compile", False)  # no dispatch mode under compile
+    tracker = tracking.enter_context(LiveBytes()) if cpu else None
     trainer = strategies.build(session, args.strategy, cfg, lr=args.lr, batch=b, accum=accum,
                                compile_=getattr(args, "compile", False))
     extra_metrics = prepare(trainer) if prepare is not None else None
@@ -109,6 +116,7 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         warmup = min(args.warmup, len(all_times) - 1)
         times = all_times[warmup:]
 
+    tracking.close()
     steps = session.slowest_steps(times)
     tokens_per_step = b * s * accum * session.world_size
     global_batch = b * accum * session.world_size
@@ -128,6 +136,8 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         "global_batch": global_batch,
         "loss": final_loss,
     }
+    if tracker is not None:
+        results["peak_tensor_bytes"] = int(session.max_all(tracker.peak))
     if extra_metrics is not None:
         results.update(extra_metrics())
     timing_extra: dict[str, Any] = {}

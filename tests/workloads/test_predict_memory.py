@@ -1,0 +1,133 @@
+"""Memory predicted from the program (workloads/predict_memory.py) against the real run's peak.
+
+What is measured: ``peak_tensor_bytes``, the gpt2 workload's own figure on CPU (the peak of
+live tensor storage bytes of a rank from the model's construction to the last step, max over
+ranks: what CUDA's max_memory_allocated counts, without its 512-byte rounding). The real runs
+are the workload's body (real tensors, a real gloo group, real DeepSpeed) for every
+configuration, one process (1 rank) and one torchrun (2 ranks) for all of them
+(tests/workloads/peak_driver.py). The prediction traces the same trainer on fake tensors for
+rank 0 of a fake group (ddp, fsdp-full, fsdp-grad-op) or adds DeepSpeed's calibrated
+analytic model to a traced forward/backward (zero1-3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from tests.workloads.workload_helpers import REPO, load_valid, run_module, undocumented
+
+torch = pytest.importorskip("torch")
+
+MODELS = ("tiny", "gpt-micro")
+STRATEGIES = ("ddp", "fsdp-full", "fsdp-grad-op", "zero1", "zero2", "zero3")
+PRECISIONS = ("fp32", "bf16")
+RANKS = (1, 2)
+SHAPE = {"batch_size": 4, "seq_len": 64, "vocab_size": 512}
+CONFIGS = [(m, s, p, r) for r in RANKS for m in MODELS for s in STRATEGIES for p in PRECISIONS]
+
+
+def _argv(model: str, strategy: str, precision: str) -> list[str]:
+    return ["--model", model, "--strategy", strategy, "--precision", precision, "--device", "cpu",
+            "--batch-size", str(SHAPE["batch_size"]), "--seq-len", str(SHAPE["seq_len"]),
+            "--vocab-size", str(SHAPE["vocab_size"]), "--warmup", "1", "--iters", "1"]
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    """Metrics of every configuration's real run, by (model, strategy, precision, ranks)."""
+    root = tmp_path_factory.mktemp("peaks")
+    # DeepSpeed last and ZeRO-3 at the very end: ZeRO-3 replaces torch's linear for the rest of
+    # the process (its own autograd function), which would change what later runs allocate.
+    order = [(m, s, p) for s in STRATEGIES for m in MODELS for p in PRECISIONS]
+    (root / "configs.json").write_text(json.dumps([_argv(*c) for c in order]))
+    found: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    for ranks in RANKS:
+        out = root / str(ranks)
+        out.mkdir()
+        run_module("tests.workloads.peak_driver", [str(root / "configs.json"), str(out)], nproc=ranks, timeout=600)
+        for i, config in enumerate(order):
+            refused = out / f"{i}.refused"
+            assert not refused.exists(), f"{config} on {ranks} rank(s) refused: {refused.read_text()}"
+            found[(*config, ranks)] = load_valid(out / f"{i}.json")
+    return found
+
+
+@pytest.fixture(scope="module")
+def predict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from workloads import predict_memory
+
+    def _predict(model: str, strategy: str, precision: str, ranks: int) -> int:
+        return predict_memory.predict_bytes({"model": model, "strategy": strategy, "precision": precision,
+                                             "devices": ranks, **SHAPE})
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ORCH_MEMORY_CACHE", str(tmp_path_factory.mktemp("memory-cache")))
+        yield _predict
+
+
+@pytest.mark.parametrize("model,strategy,precision,ranks", CONFIGS,
+                         ids=[f"{m}-{s}-{p}-{r}rank" for m, s, p, r in CONFIGS])
+def test_predicted_peak_within_10_percent_of_the_real_run(measured: dict[Any, Any], predict: Any, model: str,
+                                                         strategy: str, precision: str, ranks: int) -> None:
+    doc = measured[(model, strategy, precision, ranks)]
+    real = doc["metrics"]["peak_tensor_bytes"]
+    predicted = predict(model, strategy, precision, ranks)
+    error = (predicted - real) / real
+    print(f"{model} {strategy} {precision} {ranks} rank(s): measured {real:.0f} B, predicted {predicted} B, "
+          f"error {error:+.3%}")
+    assert abs(error) <= 0.10, f"predicted {predicted} bytes, measured {real:.0f} ({error:+.1%})"
+
+
+def test_the_workload_reports_its_peak_and_the_glossary_defines_it(measured: dict[Any, Any]) -> None:
+    doc = measured[("tiny", "ddp", "fp32", 2)]
+    assert doc["metrics"]["peak_tensor_bytes"] > 0
+    assert not undocumented(doc["metrics"])
+    # Larger model, larger peak: the figure follows the program, it is not a constant.
+    assert (measured[("gpt-micro", "ddp", "fp32", 1)]["metrics"]["peak_tensor_bytes"]
+            > measured[("tiny", "ddp", "fp32", 1)]["metrics"]["peak_tensor_bytes"])
+
+
+def test_sharding_lowers_the_predicted_peak_per_rank(predict: Any) -> None:
+    """FSDP's full sharding on 2 ranks holds less per rank than DDP's replicas (buckets and all)."""
+    assert predict("gpt-micro", "fsdp-full", "fp32", 2) < predict("gpt-micro", "ddp", "fp32", 2)
+    assert predict("gpt-micro", "ddp", "fp32", 2) > predict("gpt-micro", "ddp", "fp32", 1)  # DDP's buckets
+
+
+def test_a_prediction_is_cached_in_process_and_on_disk(predict: Any) -> None:
+    from workloads import predict_memory
+
+    first = predict("tiny", "fsdp-grad-op", "bf16", 2)
+    files = list(predict_memory.cache_dir().glob("*.json"))
+    assert files, "nothing cached on disk"
+    predict_memory._cache.clear()  # a new process: the disk serves it
+    assert predict("tiny", "fsdp-grad-op", "bf16", 2) == first
+    # Values that do not change the program share the prediction (a repeat, the data's seed).
+    assert predict_memory.predict_bytes({"model": "tiny", "strategy": "fsdp-grad-op", "precision": "bf16",
+                                         "devices": 2, "repeat": 3, "seed": 7, **SHAPE}) == first
+    assert not torch.distributed.is_initialized(), "the fake process group outlived the prediction"
+
+
+def test_memory_module_imports_without_torch() -> None:
+    """The orchestrator imports workloads.memory and workloads.registry on login nodes without torch."""
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import workloads.memory as m, workloads.registry as r\n"
+            "w = r.get('gpt2')\n"
+            "p = {**w.defaults(), 'model': 'tiny', 'strategy': 'ddp', 'devices': 1, 'precision': 'fp32',"
+            " 'batch_size': 4, 'seq_len': 64}\n"
+            "print(m.predicted_bytes('gpt2', p, w.memory_bytes) == w.memory_bytes(p))")
+    proc = run_module_code(code)
+    assert proc.strip() == "True"
+
+
+def run_module_code(code: str) -> str:
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-c", code], cwd=Path(REPO), env=env, capture_output=True, text=True,
+                          check=True).stdout
