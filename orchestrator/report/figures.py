@@ -52,6 +52,22 @@ def first_runs(src: Source, columns: Sequence[str], relation: str = "throughput"
     return {key_of(r, columns): (r["first_run"], r["n"]) for r in rows}
 
 
+def coarser(index: dict[tuple[Any, ...], tuple[str, int]], columns: Sequence[str],
+            keep: Sequence[str]) -> dict[tuple[Any, ...], tuple[str, int]]:
+    """``first_runs`` by fewer columns, from the index by more (same answer as a second GROUP BY
+    over every row: the first of the first runs, the sum of the counts)."""
+    positions = [list(columns).index(c) for c in keep]
+    merged: dict[tuple[Any, ...], tuple[str, int]] = {}
+    for key, (run_id, count) in index.items():
+        short = tuple(key[i] for i in positions)
+        if short in merged:
+            first, total = merged[short]
+            merged[short] = (min(first, run_id), total + count)
+        else:
+            merged[short] = (run_id, count)
+    return merged
+
+
 def varying_labels(rows: Sequence[dict[str, Any]], parts: Sequence[Callable[[dict[str, Any]], str]],
                    tiebreak: Callable[[dict[str, Any]], str] | None = None) -> list[str]:
     """A label per row made of the ``parts`` that differ between rows (all the same: the first);
@@ -173,7 +189,7 @@ def scaling(src: Source) -> FigureData | Skip:
     rows = src.query(f"SELECT * FROM scaling WHERE 1=1{src.where_sweep()}")
     if not rows:
         return Skip(key, title, "no configuration was run at two or more device counts")
-    weak_runs = first_runs(src, SCALING_KEYS + ["batch_size", "devices"])
+    weak_runs = coarser(first_runs(src, SPREAD_KEYS), SPREAD_KEYS, SCALING_KEYS + ["batch_size", "devices"])
     strong_runs = (first_runs(src, SCALING_KEYS + ["global_batch", "devices"], where=" AND global_batch IS NOT NULL")
                    if "global_batch" in src.columns("throughput") else {})
     notes: list[str] = []
@@ -391,7 +407,8 @@ def primitives(src: Source) -> FigureData | Skip:
         notes.append(f"{len(rows) - len(drawn)} run(s) reported no FLOPs per step and have no mark")
     if not drawn:
         return Skip(key, title, "the primitive runs reported no FLOPs per step")
-    labels = varying_labels(drawn, [lambda r: r["workload"], lambda r: r["precision"], system_label])
+    labels = varying_labels(drawn, [lambda r: r["workload"], lambda r: r["precision"], system_label,
+                                    lambda r: f"{r['devices']}dev"])
     by_size: dict[str, list[Point]] = defaultdict(list)
     by_intensity: dict[str, list[Point]] = defaultdict(list)
     for row, label in zip(drawn, labels):
@@ -536,35 +553,59 @@ def inference(src: Source) -> FigureData | Skip:
                             table_rows, ["concurrency", "output_tokens_per_s", "tpot_s"]), notes)
 
 
+QUANTITIES = {"peak_gb": "peak memory (GB)", "step_time_s": "step time (s)", "epoch_time_s": "epoch time (s)"}
+
+
 def predictions(src: Source) -> FigureData | Skip:
+    """Every pair of columns predicted_<x> / measured_<x> of the prediction_error view (e.g. the
+    peak memory orch predicted at planning against the measured one), one panel each."""
     key, title = "predictions", "Predicted against measured"
-    need = ["run_id", "metric", "predicted", "measured"]
-    why = src.missing("prediction_error", need)
+    why = src.missing("prediction_error", ["run_id", "workload"])
     if why:
         return Skip(key, title, why + " (predictions are compared where one exists)")
+    columns = src.columns("prediction_error")
+    pairs = sorted(c[len("predicted_"):] for c in columns
+                   if c.startswith("predicted_") and "measured_" + c[len("predicted_"):] in columns)
+    if not pairs:
+        return Skip(key, title, "the prediction_error view has no predicted_<x> and measured_<x> columns")
     notes: list[str] = []
-    drawn = [r for r in sampled(src, "*", f"prediction_error WHERE predicted > 0 AND measured > 0"
-                                f"{src.where_sweep()}", notes) if number(r["predicted"]) and number(r["measured"])]
-    if not drawn:
-        return Skip(key, title, "no predictions with a measured value")
-    by_metric: dict[str, list[Point]] = defaultdict(list)
-    for row in drawn:
-        by_metric[row["metric"] or "-"].append(Point(row["measured"], row["predicted"], row["run_id"]))
-    values = [v for r in drawn for v in (r["measured"], r["predicted"])]
-    low, high = min(values), max(values)
-    refs = [RefLine("predicted = measured", xs=[low, high], ys=[low, high]),
-            RefLine("±10%", xs=[low, high], ys=[low * 1.1, high * 1.1], style=":"),
-            RefLine("±10%", xs=[low, high], ys=[low * 0.9, high * 0.9], style=":")]
-    shown = capped(sorted(by_metric), MAX_SERIES, "metrics", notes)
-    log = 10 if low > 0 and high / low >= 10 else None
-    panel = Panel("predicted against measured", "measured", "predicted", "lines",
-                  [Series(m, sorted(by_metric[m], key=lambda p: p.x)) for m in shown], refs, xlog=log, ylog=log)
-    extra = [c for c in ("error", "relative_error") if c in src.columns("prediction_error")]
-    table_rows = [{"run_id": r["run_id"], "metric": r["metric"], "measured": r["measured"],
-                   "predicted": r["predicted"], **{c: r[c] for c in extra}} for r in drawn]
-    return FigureData(key, title, "View prediction_error: each run's predicted value against its measured one; "
-                      "the diagonal is a perfect prediction, dotted lines 10% off.", [panel],
-                      table(["metric", "measured", "predicted", *extra], table_rows, ["measured", "predicted"]), notes)
+    panels, table_rows = [], []
+    for quantity in pairs:
+        predicted, measured = f"predicted_{quantity}", f"measured_{quantity}"
+        if predicted in src.columns("runs") and not src.query(
+                f"SELECT id FROM runs WHERE {predicted} IS NOT NULL{src.where_sweep()} LIMIT 1"):
+            continue  # nothing predicted at planning: the view (a join per result) need not run
+        error = next((c for c in (f"{quantity.rsplit('_', 1)[0]}_error", "memory_error" if "peak" in quantity
+                                  else "", f"{quantity}_error") if c and c in columns), None)
+        select = ", ".join(["run_id", "workload", "site", predicted, measured] + ([error] if error else []))
+        rows = sampled(src, select, f"prediction_error WHERE {predicted} > 0 AND {measured} > 0{src.where_sweep()}",
+                       notes)
+        if not rows:
+            continue
+        by_workload: dict[str, list[Point]] = defaultdict(list)
+        for row in rows:
+            by_workload[row["workload"]].append(Point(row[measured], row[predicted], row["run_id"]))
+            table_rows.append({"run_id": row["run_id"], "quantity": quantity, "workload": row["workload"],
+                               "measured": row[measured], "predicted": row[predicted],
+                               "error": row[error] if error else None})
+        values = [v for r in rows for v in (r[measured], r[predicted])]
+        low, high = min(values), max(values)
+        refs = [RefLine("predicted = measured", xs=[low, high], ys=[low, high], style="-"),
+                RefLine("±10%", xs=[low, high], ys=[low * 1.1, high * 1.1], style=":"),
+                RefLine("±10%", xs=[low, high], ys=[low * 0.9, high * 0.9], style=":")]
+        log = log_base(values, 10)
+        shown = capped(sorted(by_workload), MAX_SERIES, f"workloads of {quantity}", notes)
+        name = QUANTITIES.get(quantity, quantity.replace("_", " "))
+        panels.append(Panel(name, f"measured {name}", f"predicted {name}", "lines",
+                            [Series(w, sorted(by_workload[w], key=lambda p: p.x), joined=False) for w in shown],
+                            refs, xlog=log, ylog=log))
+    if not panels:
+        return Skip(key, title, "no result has both a prediction and a measured value")
+    return FigureData(key, title, "View prediction_error: what orch predicted when it planned each run against what "
+                      "the run measured (e.g. peak memory), one mark per run; on the solid line the prediction is "
+                      "exact, dotted lines are 10% off. The table's error is the view's.", panels[:MAX_PANELS],
+                      table(["quantity", "workload", "measured", "predicted", "error"], table_rows,
+                            ["measured", "predicted", "error"]), notes)
 
 
 def references(src: Source) -> FigureData | Skip:

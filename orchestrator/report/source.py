@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -103,8 +103,14 @@ def key_of(row: dict[str, Any], columns: Sequence[str]) -> tuple[Any, ...]:
 
 
 def params_of(row: dict[str, Any]) -> dict[str, Any]:
+    """The workload parameters of a row (parsed once per distinct text; do not modify)."""
+    return _parsed(row.get("params") or "{}")
+
+
+@lru_cache(maxsize=65536)
+def _parsed(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(row.get("params") or "{}")
+        value = json.loads(text)
     except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
@@ -129,6 +135,15 @@ def system_label(row: dict[str, Any]) -> str:
 def config_label(row: dict[str, Any], drop: Iterable[str] = (), devices: bool = True) -> str:
     """The configuration of a result in words: devices, strategy, batch, sequence length and
     the workload parameters (not the timing ones), less the keys in ``drop``."""
+    return _config_label(tuple(row.get(c) for c in _LABEL_COLUMNS), tuple(sorted(drop)), devices)
+
+
+_LABEL_COLUMNS = ("devices", "strategy", "batch_size", "global_batch", "seq_len", "params")
+
+
+@lru_cache(maxsize=65536)
+def _config_label(values: tuple[Any, ...], drop: tuple[str, ...], devices: bool) -> str:
+    row = dict(zip(_LABEL_COLUMNS, values))
     skip = set(drop) | TIMING_PARAMS
     parts = []
     if devices and "devices" not in skip and row.get("devices") is not None:

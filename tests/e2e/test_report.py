@@ -3,7 +3,8 @@
 One database is filled once for the module by real local runs: a 1/2/4-process GEMM
 scaling sweep with one run that overruns its walltime (a real timeout), and the tiny
 variants of the C.4 all-reduce and A.3 sequence-length examples, three `orch run`
-processes side by side on one SQLite file. The page is then built from it and checked
+processes side by side on one SQLite file, and the scaling sweep's means taken as reference
+figures (`orch references from-sweep`). The page is then built from it and checked
 in Chromium (Debian's package; scripts/setup.sh installs it): nothing logged to the
 console, a drawn mark with a provenance link in every figure, the scaling efficiencies
 the scaling view holds, only the figures the data supports.
@@ -65,6 +66,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert procs[0].returncode == 1, procs[0].stdout[-3000:] + procs[0].stderr[-3000:]  # the overrun failed
     for proc in procs[1:]:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # The scaling sweep's own means as reference figures: the references figure gets real ratios.
+    run_orch("references", "from-sweep", "report-scaling", cwd=workdir, check=True)
     run_orch("report", "-o", "report.html", cwd=workdir, check=True)
     run_orch("report", "-o", "out/", cwd=workdir, check=True)
     return workdir
@@ -148,11 +151,17 @@ def test_only_figures_with_data_are_drawn(built: Path) -> None:
     drawn = set(figure_sections(html))
     assert {"throughput", "scaling", "seq_len", "primitives", "collectives", "failures"} <= drawn
     skipped = set(re.findall(r'data-skipped="([^"]+)"', html))
-    # No GAS sweep, no strategy comparison, no inference or prediction view, no reference figure.
-    assert {"grad_accum", "strategies", "inference", "predictions", "references"} <= skipped
-    assert not drawn & skipped and drawn | skipped >= {"cost"}
-    priced = sql(built, "SELECT COUNT(*) AS n FROM cost WHERE price_per_device_hour IS NOT NULL")[0]["n"]
-    assert ("cost" in drawn) == (priced > 0)  # the local profile's price, where it has one
+    # No GAS sweep, no strategy comparison, no inference run.
+    assert {"grad_accum", "strategies", "inference"} <= skipped
+    assert not drawn & skipped and drawn | skipped >= {"cost", "predictions", "references"}
+    # Drawn exactly when their view has rows for them (views a schema may not have yet count as empty).
+    for figure, query in (("cost", "SELECT COUNT(*) AS n FROM cost WHERE price_per_device_hour IS NOT NULL"),
+                          ("predictions", "SELECT COUNT(*) AS n FROM prediction_error "
+                                          "WHERE predicted_peak_gb > 0 AND measured_peak_gb > 0"),
+                          ("references", "SELECT COUNT(*) AS n FROM reference_check WHERE ratio IS NOT NULL")):
+        proc = run_orch("sql", "-f", "json", query, cwd=built)
+        rows = json.loads(proc.stdout)[0]["n"] if proc.returncode == 0 else 0
+        assert (figure in drawn) == (rows > 0), (figure, rows)
     failures = table_rows(html, "failures")
     assert [r["failure-class"] for r in failures] == ["timeout"]
 
@@ -161,12 +170,22 @@ def test_only_figures_with_data_are_drawn(built: Path) -> None:
     assert {float(r["mean"]) for r in table_rows(html, "throughput")} == spread
 
 
+def test_references_figure_shows_the_views_ratios(built: Path) -> None:
+    view = sql(built, "SELECT run_id, ratio, verdict FROM reference_check")
+    assert view  # every completed run of the scaling sweep against its configuration's mean
+    shown = {r["run"]: float(r["ratio"]) for r in table_rows((built / "report.html").read_text(), "references")}
+    assert shown == {r["run_id"]: pytest.approx(r["ratio"], rel=1e-12) for r in view}
+
+
 def test_gemm_only_sweep_gets_the_primitive_figures(built: Path) -> None:
     proc = run_orch("report", "--sweep", "report-scaling", "-o", "gemm.html", cwd=built, check=True)
     html = (built / "gemm.html").read_text()
     drawn = set(figure_sections(html))
     assert {"throughput", "scaling", "primitives", "failures"} <= drawn, proc.stderr
-    assert drawn <= {"throughput", "scaling", "primitives", "failures", "cost"}, proc.stderr  # cost: if priced
+    # and, where their views have rows: cost (a priced site), predictions (plan-time predictions),
+    # references (taken from this sweep by the fixture)
+    assert drawn <= {"throughput", "scaling", "primitives", "failures", "cost", "predictions", "references"}, \
+        proc.stderr
     runs = {r["run_id"] for r in sql(built, "SELECT run_id FROM results WHERE sweep = 'report-scaling'")}
     assert set(re.findall(r'<tr id="run-([0-9a-f]+)"', html)) == runs
 
