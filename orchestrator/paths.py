@@ -6,6 +6,7 @@ layout); from an installed wheel it travels as ``orchestrator/_data/``.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -43,8 +44,12 @@ def db_views_dir() -> Path:
     return data_dir("db") / "views"
 
 
+@functools.cache
 def workloads_root() -> Path:
-    """The directory that holds the ``workloads`` package (goes on the job's PYTHONPATH)."""
+    """The directory that holds the ``workloads`` package (goes on the job's PYTHONPATH).
+
+    Cached: a filesystem ``realpath``, asked for by every run of a plan, and the package
+    does not move while orch runs."""
     import workloads
 
     return Path(workloads.__file__).resolve().parent.parent

@@ -2,6 +2,12 @@
 
 ``plan_sweep`` is pure apart from reading site profiles; ``record_plan`` writes the
 database rows and run directories, adding nothing that is already there.
+
+Plans reach tens of thousands of runs and are re-planned often, so what is the same for
+many runs is worked out once: each site's resolver (account, launcher, queue per shape,
+memory predictions) and each shape's script text (see ``render.ScriptRenderer``); a run
+costs only what is its own. Records go to the database in one bulk INSERT and run
+directories are written with plain system calls.
 """
 
 from __future__ import annotations
@@ -10,33 +16,37 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Mapping
-
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from typing import TYPE_CHECKING, Any, Mapping
 
 from orchestrator import __version__
-from orchestrator.db.models import Run, SweepRecord
 from orchestrator.expand import RunSpec, expand
-from orchestrator.render import RunFiles, environment, render_script
-from orchestrator.resolve import Resolved, resolve
+from orchestrator.render import RunFiles, ScriptRenderer
+from orchestrator.resolve import MemoryCache, Resolved, SiteResolver
 from orchestrator.sites import SiteProfile, load_site
 from orchestrator.sweep import LoadedSweep
+
+if TYPE_CHECKING:  # the database is imported by record_plan only: `orch plan --dry-run` needs none of it
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from orchestrator.db.models import SweepRecord
 
 
 @dataclass
 class PlannedRun:
     resolved: Resolved
-    files: RunFiles
+    run_dir: str  # absolute
     script: str | None  # None when skipped
     new: bool = True
 
     @property
     def spec(self) -> RunSpec:
         return self.resolved.spec
+
+    @property
+    def files(self) -> RunFiles:
+        return RunFiles(Path(self.run_dir))
 
     @property
     def status(self) -> str:
@@ -51,23 +61,32 @@ def plan_sweep(loaded: LoadedSweep, runs_root: Path, env: Mapping[str, str] | No
                sites_dirs: list[Path] | None = None, python: str | None = None) -> list[PlannedRun]:
     """Every run of the sweep, resolved and rendered (or skipped with a reason)."""
     env = os.environ if env is None else env
-    profiles: dict[str, SiteProfile] = {}
-    jinja = environment()
+    resolvers: dict[str, SiteResolver] = {}
+    memory: MemoryCache = {}  # memory predictions, shared by the sites
+    renderer = ScriptRenderer()
+    sweep_dirs: dict[str, str] = {}  # by sweep name: the directory, resolved once
     planned: list[PlannedRun] = []
     for spec in expand(loaded.sweep):
         target = f"{spec.site}:{spec.system}" if spec.system else spec.site
-        if target not in profiles:
-            profiles[target] = load_site(target, sites_dirs)
-        site = profiles[target]
-        interpreter = site.python or python or sys.executable
-        resolved = resolve(spec, site, env, interpreter)
-        files = RunFiles(run_dir_for(runs_root, spec).resolve())
-        script = render_script(resolved, files, jinja) if not resolved.skipped else None
-        planned.append(PlannedRun(resolved, files, script))
+        resolver = resolvers.get(target)
+        if resolver is None:
+            site = load_site(target, sites_dirs)
+            resolver = resolvers[target] = SiteResolver(site, env, site.python or python or sys.executable, memory)
+        resolved = resolver.resolve(spec)
+        sweep_dir = sweep_dirs.get(spec.sweep)
+        if sweep_dir is None:
+            sweep_dir = sweep_dirs[spec.sweep] = str((runs_root / spec.sweep).resolve())
+        run_dir = sweep_dir + "/" + spec.id
+        script = None if resolved.skipped else renderer.render(resolved, run_dir)
+        planned.append(PlannedRun(resolved, run_dir, script))
     return planned
 
 
 def _sweep_record(session: Session, loaded: LoadedSweep) -> SweepRecord:
+    from sqlalchemy import select
+
+    from orchestrator.db.models import SweepRecord
+
     digest = hashlib.sha256(loaded.text.encode()).hexdigest()
     name = loaded.sweep.name
     found = session.scalar(select(SweepRecord).where(SweepRecord.name == name, SweepRecord.content_hash == digest))
@@ -79,11 +98,40 @@ def _sweep_record(session: Session, loaded: LoadedSweep) -> SweepRecord:
     return record
 
 
-def _run_row(plan: PlannedRun, sweep_id: int) -> Run:
+def _price_columns(site: SiteProfile) -> dict[str, Any]:
+    """The site's price (and the device's peak bandwidth, for MBU) as the run is planned: a later
+    change of the profile leaves the run's figures be."""
+    price = site.price
+    if price is None:  # every key present either way: rows are written in bulk, column by column
+        return {"cost_per_node_hour": None, "price_per_device_hour": None, "price_currency": None,
+                "price_source": None, "peak_bandwidth_gbs": site.device.bandwidth_gbs}
+    per_node = site.device.per_node
+    return {"cost_per_node_hour": price.node_hour(per_node), "price_per_device_hour": price.device_hour(per_node),
+            "price_currency": price.currency, "price_source": f"{price.basis}: {price.source} ({price.date})",
+            "peak_bandwidth_gbs": site.device.bandwidth_gbs}
+
+
+_SPEC_FIELDS = tuple(f.name for f in fields(RunSpec))
+# Parameters that say how a global batch is split, not what is computed: strong scaling compares
+# runs that differ only in these (and in devices and per-device batch).
+SPLIT_PARAMS = frozenset({"grad_accum"})
+_COMPACT = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True)
+
+
+def _spec_fields(spec: RunSpec) -> dict[str, Any]:
+    """``{**asdict(spec), "params": ..., "id": ...}`` (asdict's deep copy costs ~100 us a run)."""
+    out = {name: getattr(spec, name) for name in _SPEC_FIELDS}
+    out["params"] = spec.param_dict
+    out["id"] = spec.id
+    return out
+
+
+def _run_row(plan: PlannedRun, sweep_id: int, spec_fields: dict[str, Any]) -> dict[str, Any]:
+    """The ``runs`` row of a planned run, by column."""
     spec, resolved = plan.spec, plan.resolved
     placement, site = resolved.placement, resolved.site
     script_hash = hashlib.sha256(plan.script.encode()).hexdigest() if plan.script else None
-    return Run(
+    return dict(
         id=spec.id, sweep_id=sweep_id, sweep=spec.sweep, experiment=spec.experiment,
         workload=spec.workload, site=spec.site, system=spec.system, status=plan.status,
         skip_reason=resolved.skip_reason, devices=spec.devices,
@@ -91,24 +139,130 @@ def _run_row(plan: PlannedRun, sweep_id: int) -> Run:
         tasks_per_node=placement.tasks_per_node if placement else None,
         queue=placement.queue if placement else None, precision=spec.precision,
         strategy=spec.strategy, batch_size=spec.batch_size, seq_len=spec.seq_len, repeat=spec.repeat,
-        params=json.dumps(spec.param_dict, sort_keys=True),
-        spec=json.dumps({**asdict(spec), "params": spec.param_dict, "id": spec.id}, sort_keys=True),
+        params=_COMPACT.encode(spec_fields["params"]),
+        shape_params=_COMPACT.encode({k: v for k, v in spec_fields["params"].items() if k not in SPLIT_PARAMS}),
+        spec=_COMPACT.encode(spec_fields),
         walltime_s=spec.walltime_s, max_attempts=spec.max_attempts, retry_on=json.dumps(list(spec.retry_on)),
         device_type=site.device.type, device_model=site.device.model,
         peak_tflops=placement.peak_tflops if placement else None, scheduler=site.scheduler,
-        script_hash=script_hash, script=plan.script, run_dir=str(plan.files.run_dir),
-        cost_per_node_hour=site.cost_per_node_hour, orch_version=__version__,
+        script_hash=script_hash, script=plan.script, run_dir=plan.run_dir,
+        **_price_columns(site), orch_version=__version__,
     )
 
 
-def _write_run_dir(plan: PlannedRun) -> None:
-    plan.files.run_dir.mkdir(parents=True, exist_ok=True)
-    spec = plan.spec
-    plan.files.spec.write_text(json.dumps({**asdict(spec), "params": spec.param_dict, "id": spec.id,
-                                           "skip_reason": plan.resolved.skip_reason}, indent=2, sort_keys=True))
-    if plan.script is not None:
-        plan.files.script.write_text(plan.script)
-        plan.files.script.chmod(0o755)
+# json.dumps(value, indent=2, sort_keys=True) of a spec, which is flat but for ``params`` (a
+# dict of scalars) and ``retry_on`` (a list of strings): json's indenting encoder is pure
+# Python (~100 us a spec); anything but scalars inside goes through it as before.
+def _float(value: float) -> str:
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float.__repr__(value)
+
+
+_SCALARS: dict[type, Any] = {
+    str: json.encoder.encode_basestring_ascii,  # type: ignore[attr-defined]
+    int: int.__repr__,
+    float: _float,
+    bool: lambda value: "true" if value else "false",
+    type(None): lambda _: "null",
+}
+
+
+def _scalar(value: Any) -> str | None:
+    encode = _SCALARS.get(type(value))
+    return encode(value) if encode else None
+
+
+_KEYS: dict[str, str] = {}  # '  "key": ' by key
+
+
+def _container(value: Any) -> str | None:
+    """An indented dict (text keys) or list of scalars inside the document; None for anything else."""
+    if type(value) is dict:
+        if not value:
+            return "{}"
+        if not all(type(key) is str for key in value):
+            return None
+        items = [(key, _scalar(value[key])) for key in sorted(value)]
+        if any(text is None for _, text in items):
+            return None
+        return "{\n" + ",\n".join(["    " + json.encoder.encode_basestring_ascii(key) + ": " + text  # type: ignore
+                                     for key, text in items]) + "\n  }"
+    if type(value) in (list, tuple):
+        if not value:
+            return "[]"
+        texts = [_scalar(item) for item in value]
+        if any(text is None for text in texts):
+            return None
+        return "[\n" + ",\n".join(["    " + text for text in texts]) + "\n  ]"  # type: ignore[operator]
+    return None
+
+
+def _indented(document: dict[str, Any]) -> str:
+    parts = []
+    for key in sorted(document):
+        value = document[key]
+        encode = _SCALARS.get(type(value))
+        text = encode(value) if encode is not None else _container(value)
+        if text is None or type(key) is not str:
+            return json.dumps(document, indent=2, sort_keys=True)
+        prefix = _KEYS.get(key)
+        if prefix is None:
+            prefix = _KEYS[key] = "  " + json.encoder.encode_basestring_ascii(key) + ": "  # type: ignore[attr-defined]
+        parts.append(prefix + text)
+    return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
+
+
+def spec_json(plan: PlannedRun, spec_fields: dict[str, Any] | None = None) -> str:
+    """The text of the run directory's ``spec.json``."""
+    document = dict(spec_fields if spec_fields is not None else _spec_fields(plan.spec))
+    document["skip_reason"] = plan.resolved.skip_reason
+    return _indented(document)
+
+
+def _write(path: str, text: str, mode: int | None = None) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)  # exactly ``mode``, whatever the umask
+        data = memoryview(text.encode())
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
+def _write_run_dirs(plans: list[PlannedRun], spec_fields: list[dict[str, Any]]) -> None:
+    """Each run's directory with its ``spec.json`` and, when it runs, ``job.sh`` (0755)."""
+    parents: set[str] = set()
+    for plan, fields_ in zip(plans, spec_fields):
+        run_dir = plan.run_dir
+        parent = os.path.dirname(run_dir)
+        if parent not in parents:
+            os.makedirs(parent, exist_ok=True)
+            parents.add(parent)
+        try:
+            os.mkdir(run_dir)
+        except FileExistsError:
+            pass
+        _write(os.path.join(run_dir, "spec.json"), spec_json(plan, fields_))
+        if plan.script is not None:
+            _write(os.path.join(run_dir, "job.sh"), plan.script, 0o755)
+
+
+def _insert_runs(session: Session, rows: list[dict[str, Any]]) -> None:
+    """One bulk INSERT of the rows (columns: all that any row names; absent ones are NULL)."""
+    from itertools import chain
+
+    from orchestrator.db.bulk import insert_rows
+    from orchestrator.db.models import Run, utcnow
+
+    now = utcnow()
+    named = list(dict.fromkeys(chain.from_iterable(rows)))
+    insert_rows(session.connection(), Run.__table__, [*named, "created_at", "updated_at"],  # type: ignore[arg-type]
+                [(*map(row.get, named), now, now) for row in rows])
 
 
 def record_plan(sessions: sessionmaker[Session], loaded: LoadedSweep, plans: list[PlannedRun]) -> int:
@@ -117,6 +271,11 @@ def record_plan(sessions: sessionmaker[Session], loaded: LoadedSweep, plans: lis
     Runs already in the database are left as they are (their ``new`` flag is cleared),
     so planning twice adds nothing and never disturbs a run in flight.
     """
+    from sqlalchemy import select
+    from sqlalchemy.exc import IntegrityError
+
+    from orchestrator.db.models import Run
+
     for _ in range(3):  # another orch process may insert the same ids at the same time
         try:
             with sessions.begin() as session:
@@ -128,9 +287,9 @@ def record_plan(sessions: sessionmaker[Session], loaded: LoadedSweep, plans: lis
                 fresh = [p for p in plans if p.spec.id not in existing]
                 for plan in plans:
                     plan.new = plan.spec.id not in existing
-                for plan in fresh:
-                    _write_run_dir(plan)
-                session.add_all(_run_row(p, sweep.id) for p in fresh)
+                spec_fields = [_spec_fields(p.spec) for p in fresh]
+                _write_run_dirs(fresh, spec_fields)
+                _insert_runs(session, [_run_row(p, sweep.id, f) for p, f in zip(fresh, spec_fields)])
             return len(fresh)
         except IntegrityError:
             continue

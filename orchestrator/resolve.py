@@ -12,11 +12,13 @@ from typing import Any, Mapping
 
 from orchestrator import paths
 from orchestrator.expand import RunSpec
-from orchestrator.launchers import LaunchRequest, get_launcher
+from orchestrator.launchers import Launcher, LaunchRequest, get_launcher
 from orchestrator.sites import Queue, SiteProfile
 from orchestrator.timefmt import format_hms
-from orchestrator.vendors.base import runner_for, spec_values
+from orchestrator.vendors.base import VendorRunner, spec_values
+from workloads import memory as _memory
 from workloads import registry
+from workloads.registry import Workload
 
 # The per-rank wrapper the templates write when a profile asks for GPU affinity
 # (relative to the run directory, the ranks' working directory).
@@ -53,6 +55,8 @@ class Resolved:
     site: SiteProfile
     placement: Placement | None
     skip_reason: str | None = None
+    # Per-device peak of tensor memory predicted for the run (GB, without the device's fixed cost).
+    predicted_peak_gb: float | None = None
 
     @property
     def skipped(self) -> bool:
@@ -61,17 +65,27 @@ class Resolved:
 
 def workload_args(spec: RunSpec, site: SiteProfile, metrics_path: str) -> list[str]:
     """The workload's command-line arguments for this run (values are quoted later)."""
-    workload = registry.get(spec.workload)
-    args = ["--precision", spec.precision, "--device", site.device.type]
-    for axis in ("strategy", "batch_size", "seq_len"):
-        value = getattr(spec, axis)
-        if value is not None:
-            args += ["--" + axis.replace("_", "-"), str(value)]
+    return _workload_args(spec, registry.get(spec.workload), site.device.type, site.peak(spec.precision),
+                          metrics_path, {})
+
+
+def _workload_args(spec: RunSpec, workload: Workload, device_type: str, peak: float | None, metrics_path: str,
+                   flags: dict[tuple[str, str], str]) -> list[str]:
+    """:func:`workload_args` with the site's facts looked up already; ``flags`` caches each
+    parameter's command-line flag by (workload, parameter)."""
+    args = ["--precision", spec.precision, "--device", device_type]
+    if spec.strategy is not None:
+        args += ["--strategy", str(spec.strategy)]
+    if spec.batch_size is not None:
+        args += ["--batch-size", str(spec.batch_size)]
+    if spec.seq_len is not None:
+        args += ["--seq-len", str(spec.seq_len)]
     for name, value in spec.params:
-        param = workload.param(name)
-        flag = param.flag if param else "--" + name.replace("_", "-")
+        flag = flags.get((workload.name, name))
+        if flag is None:
+            param = workload.param(name)
+            flag = flags[(workload.name, name)] = param.flag if param else "--" + name.replace("_", "-")
         args += [flag, ("true" if value else "false") if isinstance(value, bool) else str(value)]
-    peak = site.peak(spec.precision)
     if peak is not None:
         args += ["--peak-tflops", repr(float(peak))]
     args += ["--output", metrics_path]
@@ -135,16 +149,30 @@ def _pick_queue(site: SiteProfile, nodes: int, devices: int, walltime_s: int,
                   f"({longest.label}: {format_hms(longest.max_walltime_s)}{hint})")
 
 
-def _memory_reason(spec: RunSpec, site: SiteProfile) -> str | None:
-    workload = registry.get(spec.workload)
-    if workload.memory_bytes is None or site.device.memory_gb is None:
+def _memory_need_gb(spec: RunSpec, workload: Workload) -> float | None:
+    """Predicted GB per device of the run (None: the workload has no memory model)."""
+    if workload.memory_bytes is None:
         return None
     values: dict[str, Any] = {**workload.defaults(), **spec.param_dict, "precision": spec.precision,
                               "devices": spec.devices, "strategy": spec.strategy,
                               "batch_size": spec.batch_size, "seq_len": spec.seq_len}
-    need_gb = workload.memory_bytes(values) / 1e9
-    if need_gb > site.device.memory_gb:
-        return (f"predicted to need {need_gb:.1f} GB per device, "
+    # Traced from the workload's program where it can be (workloads/predict_memory.py), else the formula.
+    return _memory.predicted_bytes(spec.workload, values, workload.memory_bytes) / 1e9
+
+
+def _memory_reason(spec: RunSpec, site: SiteProfile) -> str | None:
+    workload = registry.get(spec.workload)
+    if workload.memory_bytes is None or site.device.memory_gb is None:
+        return None
+    return _over_memory(_memory_need_gb(spec, workload), site)
+
+
+def _over_memory(need_gb: float | None, site: SiteProfile) -> str | None:
+    """Why the predicted tensors plus the device's fixed cost (site profile) do not fit, or None."""
+    fixed = getattr(site.device, "fixed_memory_gb", None) or 0.0
+    if need_gb is not None and site.device.memory_gb is not None and need_gb + fixed > site.device.memory_gb:
+        detail = f" ({need_gb:.1f} GB tensors + {fixed:g} GB fixed)" if fixed else ""
+        return (f"predicted to need {need_gb + fixed:.1f} GB per device{detail}, "
                 f"{site.device.model} has {site.device.memory_gb:g} GB")
     return None
 
@@ -156,67 +184,139 @@ def resolve(spec: RunSpec, site: SiteProfile, env: Mapping[str, str], python: st
     ``queue`` (or a ``queue`` attribute of the spec) asks for a queue by name instead of
     letting the site's limits choose one.
     """
-    def skip(reason: str) -> Resolved:
-        return Resolved(spec, site, None, reason)
+    return SiteResolver(site, env, python).resolve(spec, metrics_path, queue)
 
-    where = f"{site.name}:{site.system}" if site.system else site.name
-    device = site.device
-    if spec.precision not in device.precisions:
-        return skip(f"precision {spec.precision} not supported by {device.model} on {where} "
-                    f"(supported: {', '.join(device.precisions)})")
-    if device.counts == "power_of_two" and spec.devices & (spec.devices - 1):
-        return skip(f"{device.model} device counts must be powers of two, got {spec.devices}")
-    capacity = device.per_node * site.max_nodes
-    if spec.devices > capacity:
-        return skip(f"{spec.devices} devices requested, {where} has at most {capacity} "
-                    f"({site.max_nodes} node(s) x {device.per_node})")
-    nodes = math.ceil(spec.devices / device.per_node)
-    if nodes > 1 and spec.devices % device.per_node:
-        return skip(f"{spec.devices} devices do not fill whole nodes of {device.per_node}")
-    devices_per_node = spec.devices if nodes == 1 else device.per_node
-    vendor = runner_for(site.launcher.name)
-    if vendor is not None:
-        # The vendor's own tool runs the model (orchestrator/vendors/): its documented
-        # applications decide what can run and how, not orch's PyTorch memory model.
-        reason = vendor.supports(spec.workload, spec.precision, spec_values(spec))
-    else:
-        reason = _memory_reason(spec, site) if spec.check_memory else None
-    if reason:
-        return skip(reason)
-    chosen, reason = _pick_queue(site, nodes, spec.devices, spec.walltime_s,
-                                 queue or getattr(spec, "queue", None))
-    if chosen is None:
-        return skip(reason or "no queue")
-    account = site.account.account(env)
-    if site.account.required and not account:
-        names = " or $".join(n for n in (site.account.env, site.account.fallback_env) if n)
-        return skip(f"site {site.name} needs an account/project: set ${names}")
-    qos = chosen.qos or site.account.qos(env)
-    if site.account.qos_required and not qos:
-        names = " or $".join(n for n in (site.account.qos_env, site.account.qos_fallback_env) if n)
-        return skip(f"site {site.name} needs a QoS: set ${names}")
-    try:
-        launcher = get_launcher(site.launcher.name)
-    except KeyError as exc:
-        return skip(str(exc.args[0]))
-    tasks_per_node = 1 if launcher.single_process else devices_per_node
-    workload = registry.get(spec.workload)
-    wrapper = ["bash", AFFINITY_WRAPPER] if site.launcher.gpu_affinity != "none" else []
-    script = str(paths.workloads_root() / (workload.module.replace(".", "/") + ".py"))
-    request = LaunchRequest(python=python, module=workload.module,
-                            args=workload_args(spec, site, metrics_path), nodes=nodes,
-                            tasks_per_node=tasks_per_node, extra_args=list(site.launcher.args),
-                            scheduler=site.scheduler, devices_per_node=devices_per_node,
-                            rank_wrapper=wrapper, options=dict(site.launcher.options), script=script,
-                            workload=spec.workload)
-    reason = launcher.check(request)
-    if reason:
-        return skip(reason)
-    placement = Placement(
-        nodes=nodes, tasks_per_node=tasks_per_node, queue=None if chosen.implicit else chosen.name, walltime_s=spec.walltime_s,
-        account=account, qos=qos, launcher=launcher.name, argv=launcher.argv(request),
-        peak_tflops=site.peak(spec.precision), queue_tier=chosen.tier, devices_per_node=devices_per_node,
-        pre_steps=launcher.pre_steps(request), rendezvous=launcher.rendezvous(request),
-        hostfile=launcher.hostfile(request),
-    )
-    return Resolved(spec, site, placement)
+
+# The memory a run is predicted to need depends on the workload and the run's values, not
+# on the site: one prediction serves every site of a plan. Key: (workload, the spec's values).
+MemoryCache = dict[tuple[Any, ...], "float | None"]
+
+
+class SiteResolver:
+    """:func:`resolve` for many runs on one site: what is the same for every run (the account
+    and QoS from the environment, the launcher, the workloads' paths, the queue chosen for a
+    shape, a workload's memory prediction) is worked out once, not per run."""
+
+    def __init__(self, site: SiteProfile, env: Mapping[str, str], python: str,
+                 memory: MemoryCache | None = None) -> None:
+        self.site, self.env, self.python = site, env, python
+        self.where = f"{site.name}:{site.system}" if site.system else site.name
+        self._memory = {} if memory is None else memory
+        self._queues: dict[tuple[int, int, int, str | None], tuple[Queue | None, str | None]] = {}
+        self._account: tuple[str | None, str | None] | None = None  # (account, QoS from the environment)
+        self._launcher: Launcher | str | None = None  # the launcher, or why there is none
+        self._flags: dict[tuple[str, str], str] = {}
+        self._scripts: dict[str, str] = {}
+        self._extra_args = list(site.launcher.args)
+        self._options = dict(site.launcher.options)
+        self._wrapper = ["bash", AFFINITY_WRAPPER] if site.launcher.gpu_affinity != "none" else []
+
+    def _pick_queue(self, nodes: int, devices: int, walltime_s: int,
+                    requested: str | None) -> tuple[Queue | None, str | None]:
+        key = (nodes, devices, walltime_s, requested)
+        found = self._queues.get(key)
+        if found is None:
+            found = self._queues[key] = _pick_queue(self.site, nodes, devices, walltime_s, requested)
+        return found
+
+    def _memory_need(self, spec: RunSpec, workload: Workload) -> float | None:
+        """Predicted GB of tensors per device, once per distinct run shape (every site shares it)."""
+        if workload.memory_bytes is None:
+            return None
+        # The values' types are part of the key: 1 == 1.0 == True as dictionary keys.
+        key = (spec.workload, spec.params, tuple(type(v) for _, v in spec.params), spec.precision,
+               spec.devices, spec.strategy, spec.batch_size, spec.seq_len)
+        try:
+            if key in self._memory:
+                return self._memory[key]
+        except TypeError:  # a parameter value that cannot be a key (a list): predict it every time
+            return _memory_need_gb(spec, workload)
+        need_gb = self._memory[key] = _memory_need_gb(spec, workload)
+        return need_gb
+
+    def _get_launcher(self) -> Launcher | str:
+        if self._launcher is None:
+            try:
+                self._launcher = get_launcher(self.site.launcher.name)
+            except KeyError as exc:
+                self._launcher = str(exc.args[0])
+        return self._launcher
+
+    def _script(self, workload: Workload) -> str:
+        script = self._scripts.get(workload.module)
+        if script is None:
+            script = self._scripts[workload.module] = str(
+                paths.workloads_root() / (workload.module.replace(".", "/") + ".py"))
+        return script
+
+    def resolve(self, spec: RunSpec, metrics_path: str = "metrics.json", queue: str | None = None) -> Resolved:
+        """Place ``spec`` on the site or say why it cannot run there (see :func:`resolve`)."""
+        site = self.site
+
+        predicted: float | None = None  # GB of tensors per device, once known
+
+        def skip(reason: str) -> Resolved:
+            return Resolved(spec, site, None, reason, predicted)
+
+        where = self.where
+        device = site.device
+        if spec.precision not in device.precisions:
+            return skip(f"precision {spec.precision} not supported by {device.model} on {where} "
+                        f"(supported: {', '.join(device.precisions)})")
+        if device.counts == "power_of_two" and spec.devices & (spec.devices - 1):
+            return skip(f"{device.model} device counts must be powers of two, got {spec.devices}")
+        capacity = device.per_node * site.max_nodes
+        if spec.devices > capacity:
+            return skip(f"{spec.devices} devices requested, {where} has at most {capacity} "
+                        f"({site.max_nodes} node(s) x {device.per_node})")
+        nodes = math.ceil(spec.devices / device.per_node)
+        if nodes > 1 and spec.devices % device.per_node:
+            return skip(f"{spec.devices} devices do not fill whole nodes of {device.per_node}")
+        devices_per_node = spec.devices if nodes == 1 else device.per_node
+        workload = registry.get(spec.workload)
+        vendor = self._get_launcher()
+        if isinstance(vendor, VendorRunner):
+            # The vendor's own tool runs the model (orchestrator/vendors/): its documented
+            # applications decide what can run and how, not orch's PyTorch memory model.
+            reason = vendor.supports(spec.workload, spec.precision, spec_values(spec))
+        else:
+            predicted = self._memory_need(spec, workload)
+            reason = _over_memory(predicted, site) if spec.check_memory else None
+        if reason:
+            return skip(reason)
+        chosen, reason = self._pick_queue(nodes, spec.devices, spec.walltime_s,
+                                          queue or getattr(spec, "queue", None))
+        if chosen is None:
+            return skip(reason or "no queue")
+        if self._account is None:
+            self._account = (site.account.account(self.env), site.account.qos(self.env))
+        account, env_qos = self._account
+        if site.account.required and not account:
+            names = " or $".join(n for n in (site.account.env, site.account.fallback_env) if n)
+            return skip(f"site {site.name} needs an account/project: set ${names}")
+        qos = chosen.qos or env_qos
+        if site.account.qos_required and not qos:
+            names = " or $".join(n for n in (site.account.qos_env, site.account.qos_fallback_env) if n)
+            return skip(f"site {site.name} needs a QoS: set ${names}")
+        launcher = self._get_launcher()
+        if isinstance(launcher, str):
+            return skip(launcher)
+        tasks_per_node = 1 if launcher.single_process else devices_per_node
+        peak = site.peak(spec.precision)
+        request = LaunchRequest(python=self.python, module=workload.module,
+                                args=_workload_args(spec, workload, device.type, peak, metrics_path, self._flags),
+                                nodes=nodes, tasks_per_node=tasks_per_node, extra_args=list(self._extra_args),
+                                scheduler=site.scheduler, devices_per_node=devices_per_node,
+                                rank_wrapper=list(self._wrapper), options=dict(self._options),
+                                script=self._script(workload), workload=spec.workload)
+        reason = launcher.check(request)
+        if reason:
+            return skip(reason)
+        placement = Placement(
+            nodes=nodes, tasks_per_node=tasks_per_node, queue=None if chosen.implicit else chosen.name,
+            walltime_s=spec.walltime_s, account=account, qos=qos, launcher=launcher.name,
+            argv=launcher.argv(request), peak_tflops=peak, queue_tier=chosen.tier,
+            devices_per_node=devices_per_node, pre_steps=launcher.pre_steps(request),
+            rendezvous=launcher.rendezvous(request), hostfile=launcher.hostfile(request),
+        )
+        return Resolved(spec, site, placement, predicted_peak_gb=predicted)
