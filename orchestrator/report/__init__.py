@@ -53,12 +53,11 @@ def build_report(engine: Engine, output: Path, directory: bool, sweeps: list[str
                         f"({'sweeps with results: ' + ', '.join(known) if known else 'it has no results yet'})")
     built: list[FigureData] = []
     skipped: list[Skip] = []
-    for builder in figures.BUILDERS:
+    for key, builder in figures.BUILDERS.items():
         try:
             result = builder(src)
         except DBAPIError as exc:  # a view that exists but cannot be read as expected
-            name = builder.__name__
-            result = Skip(name, name.replace("_", " "), f"query failed: {str(exc.orig).splitlines()[0]}")
+            result = Skip(key, builder.__name__.replace("_", " "), f"query failed: {str(exc.orig).splitlines()[0]}")
         if isinstance(result, FigureData) and not any(p.points for panel in result.panels for p in panel.series):
             result = Skip(result.key, result.title, "no value to draw (the view's figures are empty)")
         (built if isinstance(result, FigureData) else skipped).append(result)

@@ -719,5 +719,8 @@ def failures(src: Source) -> FigureData | Skip:
                              "reason"], table_rows, ["failure_class"]), notes)
 
 
-BUILDERS: tuple[Builder, ...] = (throughput_by_system, scaling, strategies, sequence_length, grad_accumulation,
-                                 primitives, collectives, inference, predictions, references, cost, failures)
+# In the page's order, each with the name of its anchor and files (a Skip says it too).
+BUILDERS: dict[str, Builder] = {
+    "throughput": throughput_by_system, "scaling": scaling, "strategies": strategies, "seq_len": sequence_length,
+    "grad_accum": grad_accumulation, "primitives": primitives, "collectives": collectives, "inference": inference,
+    "predictions": predictions, "references": references, "cost": cost, "failures": failures}
