@@ -118,34 +118,46 @@ class CoreLedger:
             except OSError:
                 pass
         fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            os.fchmod(fd, 0o666)  # past the umask: other users' runs take the same lock
+        except OSError:
+            pass  # someone else's file: already shared
         fcntl.flock(fd, fcntl.LOCK_EX)
         return fd
 
-    def _load(self) -> dict[str, Any]:
+    def _read(self) -> tuple[str, dict[str, Any]]:
+        """The file's text and its state as written (no entry checked): safe without the lock,
+        since the file is only ever replaced whole."""
         try:
-            state = json.loads((self.dir / "state.json").read_text())
+            text = (self.dir / "state.json").read_text()
+            state = json.loads(text)
         except (OSError, ValueError):
-            state = {}
+            return "", {}
+        return text, state if isinstance(state, dict) else {}
+
+    def _load(self) -> tuple[str, dict[str, Any]]:
+        text, state = self._read()
         if not isinstance(state, dict):
             state = {}
         state.setdefault("next", 1)
         state["waiting"] = [e for e in state.get("waiting", []) if isinstance(e, dict) and _alive(e)]
         state["holding"] = [e for e in state.get("holding", []) if isinstance(e, dict) and _alive(e)]
-        return state
+        return text, state
 
     def _save(self, state: dict[str, Any]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=".state.", dir=self.dir)
         with os.fdopen(fd, "w") as handle:
-            json.dump(state, handle)
+            handle.write(json.dumps(state))
         os.chmod(tmp, 0o666)
         os.replace(tmp, self.dir / "state.json")
 
     def _update(self, change: Callable[[dict[str, Any]], Any]) -> Any:
         fd = self._open_lock()
         try:
-            state = self._load()
+            text, state = self._load()
             result = change(state)
-            self._save(state)
+            if json.dumps(state) != text:  # unchanged: no write (waiters look often)
+                self._save(state)
             return result
         finally:
             os.close(fd)  # closing releases the flock
@@ -194,6 +206,11 @@ class CoreLedger:
             if should_stop():
                 self.release()
                 return None
+            if told and not self._worth_locking(capacity, need):
+                # Behind another live run, or first with too few free cores: look again later,
+                # without the lock (hundreds of queued runs must not fight over it).
+                time.sleep(poll_s if self._first() else max(poll_s, 0.5))
+                continue
             slots, position, held = self._update(try_take)
             if slots is not None:
                 granted = sorted({cores[s % len(cores)] for s in slots})
@@ -201,8 +218,38 @@ class CoreLedger:
                              alone=processes > capacity, waited_s=time.monotonic() - began)
             if not told and on_wait is not None:
                 on_wait(position, held, need, capacity)
-                told = True
+            told = True
             time.sleep(poll_s)
+
+    def _waiting_in_order(self, state: dict[str, Any]) -> list[dict[str, Any]]:
+        return sorted((e for e in state.get("waiting", []) if isinstance(e, dict) and "ticket" in e),
+                      key=lambda e: e["ticket"])
+
+    def _first(self) -> bool:
+        waiting = self._waiting_in_order(self._read()[1])
+        return bool(waiting) and waiting[0]["ticket"] == self.ticket
+
+    def _worth_locking(self, capacity: int, need: int) -> bool:
+        """From a look without the lock: may taking it change anything for this waiter?
+
+        Yes when this run is first and enough cores look free or a holder looks dead, when
+        the run first in line looks dead (someone must drop it), or when this run is not
+        in the file at all.
+        """
+        text, state = self._read()
+        if not text:
+            return True
+        waiting = self._waiting_in_order(state)
+        if not any(e["ticket"] == self.ticket for e in waiting):
+            return True
+        head = waiting[0]
+        if head["ticket"] != self.ticket:
+            return not _alive(head)
+        holding = [e for e in state.get("holding", []) if isinstance(e, dict)]
+        taken = {s for e in holding for s in e.get("slots", [])}
+        if sum(1 for s in range(capacity) if s not in taken) >= need:
+            return True
+        return not all(_alive(e) for e in holding)
 
     def hold_group(self, pgid: int) -> None:
         """Keep the cores while process group ``pgid`` (the script and its children) lives."""
