@@ -40,6 +40,7 @@ class RunSpec:
     retry_on: tuple[str, ...] = field(default=(), compare=False)
     queue: str | None = field(default=None, compare=False)  # asked for by name, else the site picks
     check_memory: bool = field(default=True, compare=False)  # skip runs predicted not to fit
+    share: bool = field(default=False, compare=False)  # may share its node with other jobs
 
     def identity(self) -> dict[str, Any]:
         """What the id hashes: everything that changes what is measured."""
@@ -167,6 +168,7 @@ def expand_experiment(sweep: Sweep, exp: Experiment) -> list[RunSpec]:
                         retry_on=retry_on,
                         queue=exp.queue,
                         check_memory=exp.check_memory,
+                        share=exp.share,
                     )
                 )
     return runs

@@ -118,13 +118,19 @@ def _site_part(site: SiteProfile) -> dict[str, Any]:
     }
 
 
-def _shape_part(placement: Placement, site: SiteProfile) -> dict[str, Any]:
+def _shape_part(placement: Placement, site: SiteProfile, share: bool = False) -> dict[str, Any]:
     """The values a template may branch on (``{% if queue %}``) besides the site's."""
     cpus_per_task = None
+    devices_per_node = placement.devices_per_node or placement.tasks_per_node
     if site.resources.cpus_per_device:
-        devices_per_node = placement.devices_per_node or placement.tasks_per_node
         cpus_per_task = site.resources.cpus_per_device * max(1, devices_per_node // max(1, placement.tasks_per_node))
     return {
+        # A run on part of an accelerator node asks for the whole node, so no other job runs
+        # beside what it measures (cores, memory bandwidth, links); not when the sweep says
+        # `share: true`, nor where the profile sizes its cores to its devices (cpus_per_device).
+        # CPU "devices" are tasks, one core each already (the sandbox, the local site's ledger).
+        "whole_node": (not share and site.device.type != "cpu" and devices_per_node < site.device.per_node
+                       and not site.resources.cpus_per_device),
         "queue": placement.queue or "",
         "queue_tier": placement.queue_tier or "",
         "account": placement.account or "",
@@ -199,7 +205,8 @@ def render_script(resolved: Resolved, files: RunFiles, env: jinja2.Environment |
         raise ValueError("cannot render a skipped run")
     site = resolved.site
     env = env or environment()
-    context = {**_run_part(resolved, str(files.run_dir)), **_shape_part(placement, site),
+    context = {**_run_part(resolved, str(files.run_dir)),
+               **_shape_part(placement, site, resolved.spec.share),
                "queue_directives": _queue_directives(placement, site), **_site_part(site)}
     try:
         return env.get_template(site.template_name).render(context)
@@ -434,7 +441,7 @@ class ScriptRenderer:
         state = self._templates.get(site.template_name)
         if state is None:
             state = self._templates[site.template_name] = _TemplateState()
-        shape_part = _shape_part(placement, site)
+        shape_part = _shape_part(placement, site, resolved.spec.share)
         part = _run_part(resolved, run_dir)
         try:
             key = (id(site), tuple(shape_part.values()), len(placement.pre_steps),

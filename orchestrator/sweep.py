@@ -61,6 +61,9 @@ class Experiment(BaseModel):
     queue: str | None = None
     # false: run even what the memory model predicts will not fit (to measure where it breaks)
     check_memory: bool = True
+    # true: a run smaller than a node may share the node with other jobs (no --exclusive /
+    # place=excl); by default a benchmark run never shares what it measures.
+    share: bool = False
     grid: dict[str, Any] = Field(default_factory=dict)
     zip: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
     exclude: list[dict[str, Any]] = Field(default_factory=list)

@@ -6,6 +6,7 @@
 #SBATCH --ntasks-per-node=1
 #SBATCH --time=00:30:00
 #SBATCH --gres=rdu:1
+#SBATCH --exclusive
 #SBATCH --output=/scratch/orch/runs/1-device/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail

@@ -8,6 +8,7 @@
 #SBATCH --partition=pod16
 #SBATCH --account=myproject
 #SBATCH --ipus=1
+#SBATCH --exclusive
 #SBATCH --output=/scratch/orch/runs/1-device/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail

@@ -3,7 +3,7 @@
 #PBS -N orch-ca6eb0193c6d9481
 #PBS -l select=1:system=polaris
 #PBS -l walltime=00:30:00
-#PBS -l place=scatter
+#PBS -l place=scatter:excl
 #PBS -l filesystems=home:eagle
 #PBS -q debug
 #PBS -A myproject

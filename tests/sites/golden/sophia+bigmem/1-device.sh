@@ -3,6 +3,7 @@
 #PBS -N orch-39634bc517cefcd9
 #PBS -l select=1
 #PBS -l walltime=00:30:00
+#PBS -l place=excl
 #PBS -l filesystems=home:eagle
 #PBS -q bigmem
 #PBS -A myproject

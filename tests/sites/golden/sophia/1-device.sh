@@ -3,6 +3,7 @@
 #PBS -N orch-ed9bf749523e11d8
 #PBS -l select=1
 #PBS -l walltime=00:30:00
+#PBS -l place=excl
 #PBS -l filesystems=home:eagle
 #PBS -q by-node
 #PBS -A myproject
