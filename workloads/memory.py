@@ -12,12 +12,18 @@ below were 30-43% low); else, and for the other workloads, the formula.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import importlib.util
+import json
+import os
 import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable
 
 from workloads import flops, shapes
-from workloads.models.configs import SIZES
+from workloads.models.configs import SIZES, GPTConfig
 
 BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
@@ -105,26 +111,141 @@ def allreduce(p: dict[str, Any]) -> int:
     return 2 * max(sizes or [0]) * BYTES.get(str(p.get("precision") or "fp32"), 4)
 
 
+# ------------------------------------------------------------------ traced predictions
+# What a traced prediction (workloads/predict_memory.py) depends on, and its cache: here,
+# without torch, so that a plan whose shapes are all cached never imports torch.
+
+TRACED = ("ddp", "fsdp-full", "fsdp-grad-op")
+DEEPSPEED = ("zero1", "zero2", "zero3")
+STRATEGIES = TRACED + DEEPSPEED
+
+
+def _bool(value: Any, default: bool) -> bool:
+    if value in (None, ""):
+        return default
+    return str(value).lower() not in ("false", "0", "no")
+
+
+def model_config(p: dict[str, Any], default_model: str = "gpt2") -> GPTConfig:
+    """``workloads/gpt2.py``'s ``model_config`` from a run's values (no data opened:
+    character-level text counts an alphabet of 256, the most a byte text can have)."""
+    cfg = SIZES[str(p.get("model") or default_model)]
+    vocab = _int(p, "vocab_size", 256 if str(p.get("tokenizer") or "") == "char" else cfg.vocab_size)
+    seq = _int(p, "seq_len", 1024)
+    cfg = cfg.with_(vocab_size=vocab)
+    block = _int(p, "block_size", 0)
+    cfg = cfg.with_(block_size=block) if block else cfg.with_(block_size=max(seq, cfg.block_size))
+    return cfg.with_(attention=str(p.get("attention") or "sdpa"), dropout=float(p.get("dropout") or 0.0),
+                     tie_weights=_bool(p.get("tie_weights"), True))
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a prediction depends on (the cache key, with the code's version)."""
+
+    cfg: GPTConfig
+    strategy: str
+    devices: int
+    precision: str
+    batch: int
+    seq: int
+    accum: int
+
+    @classmethod
+    def of(cls, p: dict[str, Any], default_model: str = "gpt2") -> "Inputs":
+        return cls(model_config(p, default_model), str(p.get("strategy") or "ddp"), max(1, _int(p, "devices", 1)),
+                   str(p.get("precision") or "fp32"), _int(p, "batch_size", 8), _int(p, "seq_len", 1024),
+                   max(1, _int(p, "grad_accum", 1)))
+
+
+_CODE = ("memory.py", "predict_memory.py", "strategies.py", "lm.py", "models/gpt.py", "models/configs.py")
+_cache: dict[str, int] = {}
+_code_version: str | None = None
+
+
+def code_version() -> str:
+    """Hash of the workload code a prediction runs, and torch's version."""
+    global _code_version
+    if _code_version is None:
+        try:
+            torch_version = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            torch_version = "none"
+        h = hashlib.sha256(torch_version.encode())
+        root = Path(__file__).parent
+        for name in _CODE:
+            h.update((root / name).read_bytes())
+        _code_version = h.hexdigest()[:16]
+    return _code_version
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("ORCH_MEMORY_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "orch" / "memory"
+
+
+def _key(inputs: Inputs) -> str:
+    text = json.dumps({"inputs": repr(inputs), "code": code_version()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def cached_trace(inputs: Inputs, compute: Callable[[Inputs], int]) -> int:
+    """``compute(inputs)``, or its result from this process or the disk cache (no torch needed)."""
+    if inputs.strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {inputs.strategy!r} (known: {', '.join(STRATEGIES)})")
+    if inputs.strategy == "ddp" and inputs.devices > 2:
+        inputs = replace(inputs, devices=2)  # a DDP rank holds the same on 2 ranks as on any more
+    key = _key(inputs)
+    found = _cache.get(key)
+    if found is not None:
+        return found
+    path = cache_dir() / f"{key}.json"
+    try:
+        found = int(json.loads(path.read_text())["bytes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        found = compute(inputs)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"bytes": found, "inputs": repr(inputs)}))
+            tmp.replace(path)
+        except OSError:
+            pass  # a read-only home: the in-process cache still serves this plan
+    _cache[key] = found
+    return found
+
+
 # Workloads whose memory is traced from their own program (workloads/predict_memory.py), and
 # the model they default to.
 TRACED_WORKLOADS = {"gpt2": "gpt2"}
 _torch_present: bool | None = None
 
 
+class _NoTorch(Exception):
+    """Tracing needs torch, which this interpreter lacks."""
+
+
 def program_bytes(workload: str, p: dict[str, Any]) -> int | None:
-    """The traced prediction (cached there), or None where the workload has none or torch is absent."""
-    global _torch_present
+    """The traced prediction (from the cache where it is there, without torch), or None where the
+    workload has none, tracing is switched off (``ORCH_MEMORY_TRACE=0``) or torch is absent."""
     model = TRACED_WORKLOADS.get(workload)
-    if model is None:
+    if model is None or os.environ.get("ORCH_MEMORY_TRACE") == "0":
         return None
-    if _torch_present is None:
-        _torch_present = importlib.util.find_spec("torch") is not None
-    if not _torch_present:
-        return None  # a login node without torch: the formula
-    from workloads import predict_memory
+
+    def compute(inputs: Inputs) -> int:
+        global _torch_present
+        if _torch_present is None:
+            _torch_present = importlib.util.find_spec("torch") is not None
+        if not _torch_present:
+            raise _NoTorch  # a login node without torch: the formula
+        from workloads import predict_memory  # torch: only when the shape is not cached
+
+        return predict_memory.compute_bytes(inputs)
 
     try:
-        return predict_memory.predict_bytes(p, default_model=model)
+        return cached_trace(Inputs.of(p, model), compute)
+    except _NoTorch:
+        return None
     except Exception as exc:  # a shape or torch version the trace cannot follow: the formula, said once
         warnings.warn(f"memory of {workload} not traced ({type(exc).__name__}: {exc}); using the formula",
                       stacklevel=2)

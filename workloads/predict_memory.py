@@ -17,8 +17,11 @@ CUDA's ``max_memory_allocated`` reports without the caching allocator's rounding
 fragmentation, NCCL buffers: the site profile's ``device.fixed_memory_gb`` adds it in
 the orchestrator) and storage made outside torch's dispatcher (DeepSpeed's C++ buffers).
 
-Two steps are traced: the second holds the optimizer's states from the start, so its
-peak is the steady one. The trace runs on the CPU's autocast op lists and torch's
+The optimizer's states are made first (one AdamW step on zero gradients), then one training
+step is traced: the steady step, as the real run's second and later ones. Models deeper
+than 4 layers are traced at 2 and 4 layers and extrapolated linearly in the layers (each
+block allocates alike), so a 100-layer model costs what a 6-layer one does; a DDP rank
+holds the same on 2 ranks as on more, so more are traced as 2. The trace runs on the CPU's autocast op lists and torch's
 foreach AdamW (a CUDA run uses the fused AdamW, without the foreach temporaries): on a
 GPU the prediction errs on the high side by at most those temporaries. fp16 is traced
 as bf16 (same bytes; the GradScaler's ``.item()`` cannot run on fake tensors).
@@ -29,31 +32,26 @@ the same model in DeepSpeed's precision, stated and calibrated there.
 
 A prediction is cached in this process and on disk (``$ORCH_MEMORY_CACHE`` or
 ``~/.cache/orch/memory``), keyed by a hash of the inputs, the workload code it runs and
-torch's version: a plan of hundreds of runs traces each model shape once.
+torch's version (``workloads/memory.py``, which reads the cache without importing torch):
+a plan of hundreds of runs traces each model shape once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
-import os
+import functools
 import weakref
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterator
+from dataclasses import replace
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-from workloads.models.configs import SIZES, GPTConfig
+from workloads import memory
+from workloads.memory import DEEPSPEED, TRACED, Inputs
 
-TRACED = ("ddp", "fsdp-full", "fsdp-grad-op")
-DEEPSPEED = ("zero1", "zero2", "zero3")
-STRATEGIES = TRACED + DEEPSPEED
-STEPS = 2  # the second step is the steady one (optimizer states exist before it starts)
 
 
 # ------------------------------------------------------------------ tracking live bytes
@@ -137,49 +135,6 @@ class LiveBytes(TorchDispatchMode):
 
 
 # ------------------------------------------------------------------ the run's model
-
-def _int(p: dict[str, Any], key: str, default: int) -> int:
-    value = p.get(key)
-    return int(value) if value not in (None, 0, "", "0") else default
-
-
-def _bool(value: Any, default: bool) -> bool:
-    if value in (None, ""):
-        return default
-    return str(value).lower() not in ("false", "0", "no")
-
-
-def model_config(p: dict[str, Any], default_model: str = "gpt2") -> GPTConfig:
-    """``workloads/gpt2.py``'s ``model_config`` from a run's values (no data opened:
-    character-level text counts an alphabet of 256, the most a byte text can have)."""
-    cfg = SIZES[str(p.get("model") or default_model)]
-    vocab = _int(p, "vocab_size", 256 if str(p.get("tokenizer") or "") == "char" else cfg.vocab_size)
-    seq = _int(p, "seq_len", 1024)
-    cfg = cfg.with_(vocab_size=vocab)
-    block = _int(p, "block_size", 0)
-    cfg = cfg.with_(block_size=block) if block else cfg.with_(block_size=max(seq, cfg.block_size))
-    return cfg.with_(attention=str(p.get("attention") or "sdpa"), dropout=float(p.get("dropout") or 0.0),
-                     tie_weights=_bool(p.get("tie_weights"), True))
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What a prediction depends on (the cache key, with the code's version)."""
-
-    cfg: GPTConfig
-    strategy: str
-    devices: int
-    precision: str
-    batch: int
-    seq: int
-    accum: int
-
-    @classmethod
-    def of(cls, p: dict[str, Any], default_model: str = "gpt2") -> "Inputs":
-        return cls(model_config(p, default_model), str(p.get("strategy") or "ddp"), max(1, _int(p, "devices", 1)),
-                   str(p.get("precision") or "fp32"), _int(p, "batch_size", 8), _int(p, "seq_len", 1024),
-                   max(1, _int(p, "grad_accum", 1)))
-
 
 class _Session:
     """What ``strategies.build`` and ``TorchTrainer`` ask of a session, for rank 0 of N."""
@@ -276,8 +231,10 @@ def _batches(x_shape: tuple[int, int], accum: int, pool: int = 4) -> Iterator[li
         yield micro
 
 
-def measure_step(inputs: Inputs, steps: int = STEPS) -> int:
-    """Peak live bytes of ``steps`` training steps of the strategies' own trainer, on fake tensors."""
+def measure_step(inputs: Inputs) -> int:
+    """Peak live bytes of the strategies' own trainer on fake tensors: the optimizer's states made
+    first (one AdamW step on zero gradients, as the real first step leaves them), then one
+    training step, the steady one (the real run's second and later steps)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from workloads import strategies
@@ -294,11 +251,29 @@ def measure_step(inputs: Inputs, steps: int = STEPS) -> int:
             if isinstance(trainer.model, torch.nn.parallel.DistributedDataParallel):
                 trainer.model.register_comm_hook(None, _in_place_all_reduce)
                 trainer.model.reducer = _NoRebuild(trainer.model.reducer)
-            data = _batches((inputs.batch, inputs.seq), inputs.accum)
-            for _ in range(steps):
-                trainer.step(next(data))
-            del trainer
+            opt = trainer.opt  # type: ignore[attr-defined]
+            for param in trainer.model.parameters():
+                param.grad = torch.zeros_like(param)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            trainer.step(next(_batches((inputs.batch, inputs.seq), inputs.accum)))
+            del trainer, opt
         return tracker.peak
+
+
+# Models deeper than this are traced at 2 and 4 layers and extrapolated linearly in the number
+# of layers (every block allocates the same; tracing costs ~1 ms an op, a 48-layer step ~20k
+# ops): exact where the peak falls in the same phase at 4 layers as at L.
+EXTRAPOLATE_ABOVE = 4
+
+
+def _by_layers(inputs: Inputs, trace: Callable[[Inputs], int]) -> int:
+    layers = inputs.cfg.n_layer
+    if layers <= EXTRAPOLATE_ABOVE:
+        return trace(inputs)
+    two = trace(replace(inputs, cfg=inputs.cfg.with_(n_layer=2)))
+    four = trace(replace(inputs, cfg=inputs.cfg.with_(n_layer=4)))
+    return int(four + (four - two) / 2 * (layers - 4))
 
 
 # ------------------------------------------------------------------ DeepSpeed (analytic)
@@ -322,6 +297,14 @@ def forward_backward_bytes(inputs: Inputs, dtype: torch.dtype) -> int:
         loss.backward()
         del model, loss
     return tracker.peak
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_backward(inputs: Inputs) -> int:
+    """:func:`forward_backward_bytes` in bytes-per-value ``inputs.precision`` (one trace per model
+    shape, shared by the ZeRO stages and rank counts)."""
+    dtype = torch.float32 if inputs.precision == "4" else torch.bfloat16
+    return _by_layers(inputs, lambda each: forward_backward_bytes(each, dtype))
 
 
 # DeepSpeed's defaults: zero_optimization.reduce_bucket_size (the gradient bucket, allocated
@@ -348,7 +331,7 @@ def deepspeed_base(inputs: Inputs) -> float:
     from workloads.models.gpt import GPT
 
     w = 4 if inputs.precision in ("fp32", "tf32") else 2
-    f = float(forward_backward_bytes(inputs, torch.float32 if w == 4 else torch.bfloat16))
+    f = float(_forward_backward(replace(inputs, strategy="", devices=1, precision=str(w))))
     if inputs.strategy == "zero3":
         with torch.device("meta"):
             sizes = [p.numel() for p in GPT(inputs.cfg).parameters()]
@@ -374,53 +357,14 @@ def deepspeed_bytes(inputs: Inputs) -> int:
 
 # ------------------------------------------------------------------ cached prediction
 
-_CODE = ("predict_memory.py", "strategies.py", "lm.py", "models/gpt.py", "models/configs.py")
-_cache: dict[str, int] = {}
-_code_version: str | None = None
 
-
-def code_version() -> str:
-    """Hash of the workload code a prediction runs, and torch's version."""
-    global _code_version
-    if _code_version is None:
-        h = hashlib.sha256(torch.__version__.encode())
-        root = Path(__file__).parent
-        for name in _CODE:
-            h.update((root / name).read_bytes())
-        _code_version = h.hexdigest()[:16]
-    return _code_version
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("ORCH_MEMORY_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "orch" / "memory"
-
-
-def _key(inputs: Inputs) -> str:
-    text = json.dumps({"inputs": repr(inputs), "code": code_version()}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+def compute_bytes(inputs: Inputs) -> int:
+    """The prediction itself (uncached): traced, or DeepSpeed's analytic model."""
+    if inputs.strategy in DEEPSPEED:
+        return deepspeed_bytes(inputs)
+    return _by_layers(inputs, measure_step)
 
 
 def predict_bytes(p: dict[str, Any], default_model: str = "gpt2") -> int:
-    """Peak tensor bytes of one rank of the gpt2 run with values ``p`` (cached)."""
-    inputs = Inputs.of(p, default_model)
-    if inputs.strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {inputs.strategy!r} (known: {', '.join(STRATEGIES)})")
-    key = _key(inputs)
-    found = _cache.get(key)
-    if found is not None:
-        return found
-    path = cache_dir() / f"{key}.json"
-    try:
-        found = int(json.loads(path.read_text())["bytes"])
-    except (OSError, ValueError, KeyError, TypeError):
-        found = deepspeed_bytes(inputs) if inputs.strategy in DEEPSPEED else measure_step(inputs)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"bytes": found, "inputs": repr(inputs)}))
-            tmp.replace(path)
-        except OSError:
-            pass  # a read-only home: the in-process cache still serves this plan
-    _cache[key] = found
-    return found
+    """Peak tensor bytes of one rank of the gpt2 run with values ``p`` (cached: workloads/memory.py)."""
+    return memory.cached_trace(Inputs.of(p, default_model), compute_bytes)

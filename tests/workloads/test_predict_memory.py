@@ -99,20 +99,28 @@ def test_sharding_lowers_the_predicted_peak_per_rank(predict: Any) -> None:
 
 
 def test_a_prediction_is_cached_in_process_and_on_disk(predict: Any) -> None:
-    from workloads import predict_memory
+    from workloads import memory, predict_memory
 
     first = predict("tiny", "fsdp-grad-op", "bf16", 2)
-    files = list(predict_memory.cache_dir().glob("*.json"))
+    files = list(memory.cache_dir().glob("*.json"))
     assert files, "nothing cached on disk"
-    predict_memory._cache.clear()  # a new process: the disk serves it
+    memory._cache.clear()  # a new process: the disk serves it
     assert predict("tiny", "fsdp-grad-op", "bf16", 2) == first
     # Values that do not change the program share the prediction (a repeat, the data's seed).
     assert predict_memory.predict_bytes({"model": "tiny", "strategy": "fsdp-grad-op", "precision": "bf16",
                                          "devices": 2, "repeat": 3, "seed": 7, **SHAPE}) == first
     assert not torch.distributed.is_initialized(), "the fake process group outlived the prediction"
+    # A plan whose shapes are cached reads them without importing torch (its import is most of
+    # a warm plan's time).
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import workloads.memory as m\n"
+            f"print(m.program_bytes('gpt2', {{'model': 'tiny', 'strategy': 'fsdp-grad-op', 'precision': 'bf16',"
+            f" 'devices': 2, **{SHAPE!r}}}))")
+    env_cache = {"ORCH_MEMORY_CACHE": str(memory.cache_dir())}
+    assert run_module_code(code, env_cache).strip() == str(first)
 
 
-def test_memory_module_imports_without_torch() -> None:
+def test_memory_module_imports_without_torch(tmp_path: Path) -> None:
     """The orchestrator imports workloads.memory and workloads.registry on login nodes without torch."""
     code = ("import sys; sys.modules['torch'] = None\n"
             "import workloads.memory as m, workloads.registry as r\n"
@@ -120,14 +128,14 @@ def test_memory_module_imports_without_torch() -> None:
             "p = {**w.defaults(), 'model': 'tiny', 'strategy': 'ddp', 'devices': 1, 'precision': 'fp32',"
             " 'batch_size': 4, 'seq_len': 64}\n"
             "print(m.predicted_bytes('gpt2', p, w.memory_bytes) == w.memory_bytes(p))")
-    proc = run_module_code(code)
+    proc = run_module_code(code, {"ORCH_MEMORY_CACHE": str(tmp_path)})  # nothing cached: the formula
     assert proc.strip() == "True"
 
 
-def run_module_code(code: str) -> str:
+def run_module_code(code: str, extra_env: dict[str, str] | None = None) -> str:
     import subprocess
     import sys
 
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO), **(extra_env or {}))
     return subprocess.run([sys.executable, "-c", code], cwd=Path(REPO), env=env, capture_output=True, text=True,
                           check=True).stdout
