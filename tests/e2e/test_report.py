@@ -7,12 +7,14 @@ processes side by side on one SQLite file, and the scaling sweep's means taken a
 figures (`orch references from-sweep`). The page is then built from it and checked
 in Chromium (Debian's package; scripts/setup.sh installs it): nothing logged to the
 console, a drawn mark with a provenance link in every figure, the scaling efficiencies
-the scaling view holds, only the figures the data supports.
+the scaling view holds, only the figures the data supports. The screenshot's path is printed
+(pytest's temporary folder); it is also copied to $ORCH_TEST_ARTIFACTS when that is set.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -129,6 +131,10 @@ def test_page_opens_in_chromium_with_marks_in_every_figure(built: Path) -> None:
     shot = built / "report.png"
     snap = chromium("--window-size=1200,3000", f"--screenshot={shot}", page.as_uri(), profile=built / "profile-shot")
     assert snap.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", snap.stderr[-2000:]
+    keep = os.environ.get("ORCH_TEST_ARTIFACTS")  # a folder CI keeps; else pytest's temporary one
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shot = Path(shutil.copy(shot, Path(keep) / "report.png"))
     print(f"screenshot of the report: {shot}")
 
 
