@@ -124,7 +124,7 @@ def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]
             params["repeat"] = s.repeat
         rows.append([s.id, s.experiment, s.workload, s.site + (f":{s.system}" if s.system else ""), s.devices,
                      s.precision, " ".join(f"{k}={v}" for k, v in params.items()),
-                     None if p.resolved.predicted_peak_gb is None else round(p.resolved.predicted_peak_gb, 2),
+                     None if p.resolved.predicted_peak_gb is None else float(f"{p.resolved.predicted_peak_gb:.3g}"),
                      placement.nodes if placement else None, placement.queue if placement else None,
                      placement.queue_tier if placement else None,
                      p.status, p.new, p.resolved.skip_reason or ""])

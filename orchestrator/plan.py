@@ -134,7 +134,7 @@ def _run_row(plan: PlannedRun, sweep_id: int, spec_fields: dict[str, Any]) -> di
     return dict(
         id=spec.id, sweep_id=sweep_id, sweep=spec.sweep, experiment=spec.experiment,
         workload=spec.workload, site=spec.site, system=spec.system, status=plan.status,
-        skip_reason=resolved.skip_reason, devices=spec.devices,
+        skip_reason=resolved.skip_reason, predicted_peak_gb=resolved.predicted_peak_gb, devices=spec.devices,
         nodes=placement.nodes if placement else None,
         tasks_per_node=placement.tasks_per_node if placement else None,
         queue=placement.queue if placement else None, precision=spec.precision,

@@ -169,7 +169,7 @@ def _memory_reason(spec: RunSpec, site: SiteProfile) -> str | None:
 
 def _over_memory(need_gb: float | None, site: SiteProfile) -> str | None:
     """Why the predicted tensors plus the device's fixed cost (site profile) do not fit, or None."""
-    fixed = getattr(site.device, "fixed_memory_gb", None) or 0.0
+    fixed = site.device.fixed_memory_gb or 0.0
     if need_gb is not None and site.device.memory_gb is not None and need_gb + fixed > site.device.memory_gb:
         detail = f" ({need_gb:.1f} GB tensors + {fixed:g} GB fixed)" if fixed else ""
         return (f"predicted to need {need_gb + fixed:.1f} GB per device{detail}, "

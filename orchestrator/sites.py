@@ -106,6 +106,9 @@ class Device(BaseModel):
     model: str
     per_node: int = Field(ge=1)
     memory_gb: float | None = Field(None, gt=0)
+    # What a process holds on the device besides its tensors (context, allocator, collective
+    # buffers), GB: added to the predicted tensor peak by the plan's memory check. An estimate.
+    fixed_memory_gb: float | None = Field(None, ge=0)
     bandwidth_gbs: float | None = Field(None, gt=0)
     peak_tflops: dict[str, float] = Field(default_factory=dict)
     precisions: list[Literal[PRECISIONS]] = Field(default_factory=lambda: ["fp32"])  # type: ignore[valid-type]

@@ -74,6 +74,8 @@ class Run(Base):
     shape_params: Mapped[str | None] = mapped_column(Text)
     # The device's peak memory bandwidth from the profile (migration 0006; MBU).
     peak_bandwidth_gbs: Mapped[float | None] = mapped_column(Float)
+    # Per-device peak of live tensor memory predicted at plan time (migration 0007), GB.
+    predicted_peak_gb: Mapped[float | None] = mapped_column(Float)
     orch_version: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)

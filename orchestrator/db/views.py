@@ -16,9 +16,10 @@ from orchestrator.paths import db_views_dir
 RESULTS_SQL = "results_0005.sql"
 DERIVED_SQL = "derived_0005.sql"
 # Dependants first: PostgreSQL refuses to drop a view that another one reads.
-VIEW_NAMES = ("inference", "reference_check", "provenance", "cost", "scaling", "repeat_spread", "throughput",
-              "results")
+VIEW_NAMES = ("prediction_error", "inference", "reference_check", "provenance", "cost", "scaling", "repeat_spread",
+              "throughput", "results")
 INFERENCE_SQL = "inference_0006.sql"
+PREDICTION_ERROR_SQL = "prediction_error_0007.sql"
 # params is JSON text: each dialect has its own lookup (as in migration 0006).
 _MODEL = {"sqlite": "json_extract(rr.params, '$.model')", "postgresql": "(rr.params::json ->> 'model')"}
 
@@ -28,7 +29,8 @@ def statements(dialect: str = "sqlite") -> list[str]:
     views = db_views_dir()
     derived = (views / DERIVED_SQL).read_text().split("\n;;\n")
     inference = (views / INFERENCE_SQL).read_text().replace("{model}", _MODEL.get(dialect, "NULL"))
-    return [(views / RESULTS_SQL).read_text(), *[s for s in derived if s.strip()], inference]
+    return [(views / RESULTS_SQL).read_text(), *[s for s in derived if s.strip()], inference,
+            (views / PREDICTION_ERROR_SQL).read_text()]
 
 
 def missing_views(connection: Connection) -> list[str]:
@@ -49,4 +51,4 @@ def recreate_views(connection: Connection) -> list[str]:
 
 def view_files() -> list[Path]:
     views = db_views_dir()
-    return [views / RESULTS_SQL, views / DERIVED_SQL, views / INFERENCE_SQL]
+    return [views / RESULTS_SQL, views / DERIVED_SQL, views / INFERENCE_SQL, views / PREDICTION_ERROR_SQL]

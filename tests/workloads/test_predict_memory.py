@@ -78,8 +78,14 @@ def test_predicted_peak_within_10_percent_of_the_real_run(measured: dict[Any, An
     real = doc["metrics"]["peak_tensor_bytes"]
     predicted = predict(model, strategy, precision, ranks)
     error = (predicted - real) / real
-    print(f"{model} {strategy} {precision} {ranks} rank(s): measured {real:.0f} B, predicted {predicted} B, "
-          f"error {error:+.3%}")
+    line = (f"{model} {strategy} {precision} {ranks} rank(s): measured {real:.0f} B, predicted {predicted} B, "
+            f"error {error:+.3%}")
+    if strategy.startswith("zero"):  # DeepSpeed's reduce bucket is most of it: the rest, on its own
+        from workloads.predict_memory import DS_REDUCE_BUCKET
+
+        bucket = DS_REDUCE_BUCKET * (4 if precision == "fp32" else 2)
+        line += f"; without the bucket {(predicted - real) / (real - bucket):+.1%}"
+    print(line)
     assert abs(error) <= 0.10, f"predicted {predicted} bytes, measured {real:.0f} ({error:+.1%})"
 
 
