@@ -67,8 +67,9 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
     if args.epochs > 0 and not source.has_epochs:
         raise Refused(f"--epochs needs a finite dataset (--data text or file:/path), not {source.name}")
 
-    # peak_tensor_bytes (CPU): live tensor bytes from the model's construction on, the figure
-    # workloads/predict_memory.py predicts (CUDA's max_memory_allocated without its rounding).
+    # peak_tensor_bytes (CPU): live tensor bytes from the model's construction through the second
+    # step, the figure workloads/predict_memory.py predicts (CUDA's max_memory_allocated without
+    # its rounding).
     tracking = contextlib.ExitStack()
     cpu = session.device.type == "cpu" and not getattr(args, "compile", False)  # no dispatch mode under compile
     tracker = tracking.enter_context(LiveBytes()) if cpu else None
@@ -79,8 +80,15 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
     session.log(f"{args.strategy}: {n / 1e6:.1f}M parameters (without position embedding), "
                 f"{session.world_size} rank(s), batch {b} x seq {s} x accumulation {accum}")
 
+    done = 0
+
     def step(it: Iterator[Batch]) -> torch.Tensor:
-        return trainer.step([next(it) for _ in range(accum)])
+        nonlocal done
+        loss = trainer.step([next(it) for _ in range(accum)])
+        done += 1
+        if done == 2:  # the second step is the steady one (later steps repeat it): tracking ends,
+            tracking.close()  # so with --warmup >= 2 no timed step pays for it
+        return loss
 
     epoch_times: list[float] = []
     steps_per_epoch: int | None = None
