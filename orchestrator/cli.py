@@ -106,7 +106,7 @@ def main_options(
 
 # ---------------------------------------------------------------- plan
 
-DEFAULT_MAX_RUNS = 200_000  # orchestrator.sweep.DEFAULT_MAX_RUNS (not imported: start-up time)
+DEFAULT_MAX_RUNS = 50_000  # orchestrator.sweep.DEFAULT_MAX_RUNS (not imported: start-up time)
 
 def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]]:
     # mem_gb: predicted per-device peak of tensor memory (workloads/predict_memory.py; without the

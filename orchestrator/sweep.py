@@ -27,8 +27,10 @@ MAX_NAME = 100
 # values well under Linux's 128 KiB limit on one command-line argument.
 INT64_MAX = 2**63 - 1
 MAX_VALUE_CHARS = 16 * 1024
-# Expanding more runs than this is refused before expanding (orch plan/run --max-runs).
-DEFAULT_MAX_RUNS = 200_000
+# Expanding more runs than this is refused before expanding (orch plan/run --max-runs): planning
+# runs at ~10,000 a second here, and a campaign of more jobs than this is a mistake more often
+# than a plan.
+DEFAULT_MAX_RUNS = 50_000
 # Lowest values the workload harness accepts (workloads/harness/cli.py).
 PARAM_MINIMUMS = {"warmup": 0, "iters": 1}
 RETRYABLE = ("timeout", "out_of_memory", "node_failure", "preempted", "cancelled", "failed",
