@@ -6,9 +6,10 @@ Runs the real CLI in fresh processes, each in a temporary ORCH_HOME, and prints 
 and CPU seconds (user + system of the process, start-up included) of:
 
 - ``dry-run --json``: expand, resolve, render every script, list every run as JSON;
-- ``dry-run``: the same with what a person sees (a summary; the old code drew a table row
-  per run, measured only with --old-table: it takes about a minute);
-- ``recorded --json``: into a fresh SQLite database, with every run directory written;
+- ``dry-run``: the same with what a person sees (a summary; the code before the summary
+  drew a table row per run, measured once with --old-table: it takes about a minute);
+- ``recorded --json``: into an empty SQLite database (made beforehand by ``orch db upgrade``,
+  timed apart: the schema is made once per project), with every run directory written;
 - ``re-plan --json``: the same sweep again (nothing new to record).
 
 Old and new alternate, round by round, so both see the same load on a shared machine; the
@@ -83,6 +84,13 @@ def baseline_commit() -> str:
     return git("rev-parse", f"{added[-1]}^") if added else git("rev-parse", "HEAD")
 
 
+def table_commit() -> str:
+    """The commit before `orch plan` printed a summary for large plans (the old table per run)."""
+    added = git("log", "--format=%H", "-S", "from orchestrator.plansummary import", "--",
+                "orchestrator/cli.py").splitlines()
+    return git("rev-parse", f"{added[-1]}^")
+
+
 def unpack(rev: str, where: Path) -> Path:
     where.mkdir(parents=True)
     archive = subprocess.run(["git", "archive", rev], cwd=REPO, check=True, capture_output=True).stdout
@@ -117,9 +125,10 @@ def same_runs(old: Path, new: Path) -> str:
         return {r["run_id"]: r for r in json.loads(path.read_text())["runs"]}
 
     a, b = rows(old), rows(new)
-    differ = [k for k in a if a[k] != b.get(k)]
+    columns = sorted(set(next(iter(a.values()))) & set(next(iter(b.values()))))  # newer code lists more
+    differ = [k for k in a if k not in b or any(a[k][c] != b[k][c] for c in columns)]
     if a.keys() == b.keys() and not differ:
-        return f"same {len(a)} runs, placements and reasons"
+        return f"same {len(a)} runs (same {', '.join(columns)})"
     return f"DIFFERENT: {len(a)} vs {len(b)} runs, {len(differ)} listed differently (e.g. {differ[:3]})"
 
 
@@ -147,9 +156,10 @@ def profile(top: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--baseline", help="the old code's revision (default: the commit before this benchmark)")
-    parser.add_argument("--old-table", action="store_true", help="also time the old code's default output "
-                        "(a table row per run: about a minute of CPU)")
+    parser.add_argument("--baseline", help="the old code's revision (default: the commit before this benchmark; "
+                        "its default output, --old-table, from the commit before the summary)")
+    parser.add_argument("--old-table", action="store_true", help="also time, once, the default output of the "
+                        "code before the summary (a table row per run: about a minute of CPU)")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top items for the new dry run")
     opts = parser.parse_args()
     if opts.profile:
@@ -165,6 +175,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="orch-bench-plan-") as tmp_name:
         tmp = Path(tmp_name)
         trees = {"old": unpack(rev, tmp / "old-code"), "new": REPO}
+        if opts.old_table:  # the old default output: a table row per run (before the summary)
+            table_rev = opts.baseline or table_commit()
+            table_home = tmp / "home-table" / ".orch"
+            table_home.parent.mkdir()
+            sweep_for_table = tmp / "sweep.yaml"
+            sweep_for_table.write_text(SWEEP)
+            loads_table = load()
+            wall, cpu = run(unpack(table_rev, tmp / "table-code"), table_home,
+                            ["plan", "--dry-run", str(sweep_for_table)])
+            print(f"  old default output ({git('rev-parse', '--short', table_rev)}: a table row per run) "
+                  f"dry-run  wall {wall:6.2f} s  CPU {cpu:6.2f} s  (load {loads_table})", flush=True)
         sweep = tmp / "sweep.yaml"
         sweep.write_text(SWEEP)
         modes = [("dry-run --json", ["plan", "--dry-run", "--json", str(sweep)], False),
@@ -177,9 +198,11 @@ def main() -> None:
             for which in ("old", "new") if round_ % 2 == 0 else ("new", "old"):
                 home = tmp / f"home-{which}-{round_}" / ".orch"
                 home.parent.mkdir()
+                wall, cpu = run(trees[which], home, ["db", "upgrade"])
+                figures.setdefault(("db upgrade", which), []).append((wall, cpu))
                 for mode, args, _fresh in modes:
-                    if mode == "dry-run" and which == "old" and not (opts.old_table and round_ == 0):
-                        continue
+                    if mode == "dry-run" and which == "old":
+                        continue  # the old code's table: --old-table
                     out = tmp / f"{which}.json" if mode == "dry-run --json" and round_ == 0 else None
                     loads.append(load())
                     wall, cpu = run(trees[which], home, args, out)
@@ -193,7 +216,7 @@ def main() -> None:
     print(f"\nmedians of {opts.rounds} round(s), 20,160 runs; load average (1/5/15 min) from "
           f"{loads[0]} to {loads[-1]}:")
     print(f"{'':18} {'old wall':>9} {'old CPU':>8} {'new wall':>9} {'new CPU':>8} {'CPU old/new':>12}")
-    for mode, _args, _fresh in modes:
+    for mode, _args, _fresh in [("db upgrade", [], True), *modes]:
         new = figures[(mode, "new")]
         old = figures.get((mode, "old"))
         new_wall, new_cpu = statistics.median(w for w, _ in new), statistics.median(c for _, c in new)
