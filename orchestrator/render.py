@@ -129,7 +129,7 @@ def _shape_part(placement: Placement, site: SiteProfile, share: bool = False) ->
         # beside what it measures (cores, memory bandwidth, links); not when the sweep says
         # `share: true`, nor where the profile sizes its cores to its devices (cpus_per_device).
         # CPU "devices" are tasks, one core each already (the sandbox, the local site's ledger).
-        "whole_node": (not share and site.device.type != "cpu" and devices_per_node < site.device.per_node
+        "whole_node": (not share and site.device.is_accelerator and devices_per_node < site.device.per_node
                        and not site.resources.cpus_per_device),
         "queue": placement.queue or "",
         "queue_tier": placement.queue_tier or "",

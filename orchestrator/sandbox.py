@@ -1448,8 +1448,12 @@ def _apply_accounting(layout: TwinLayout) -> None:
         _sacctmgr("add", "qos", ",".join(new_qos))
     for pq in layout.partition_qos:
         if table.get(pq.name) != _partition_qos_row(pq):
+            # sacctmgr clears a TRES limit TRES by TRES (`gres/gpu=-1`); a bare -1 is refused
+            # ("no TRES id found for -1"), so a limit the new layout lacks is cleared by name.
+            current = (table.get(pq.name) or [""])[0]
+            tres = pq.max_tres_per_job or ",".join(f"{item.split('=')[0]}=-1" for item in current.split(",") if "=" in item)
             _sacctmgr("modify", "qos", "where", f"name={pq.name}", "set",
-                      f"MaxTRESPerJob={pq.max_tres_per_job or '-1'}",
+                      *([f"MaxTRESPerJob={tres}"] if tres else []),
                       f"MaxJobsPerUser={pq.max_jobs_per_user or -1}",
                       f"MaxSubmitJobsPerUser={pq.max_submit_per_user or -1}", "Flags=DenyOnLimit")
     for account in layout.accounts:

@@ -290,6 +290,8 @@ def _rehearse(section: dict[str, Any], label: str, python: str, changes: list[st
     device = section.get("device")
     if isinstance(device, dict):
         old = device.get("type")
+        if old != "cpu":
+            device["accelerator"] = True  # the real node's devices are: same whole-node requests
         device["type"] = "cpu"
         device["model"] = f"{device.get('model', old)} [twin rehearsal on CPU]"
         device.pop("peak_tflops", None)  # an MFU against the site's peak would mean nothing

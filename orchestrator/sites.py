@@ -119,6 +119,14 @@ class Device(BaseModel):
     per_card: int = Field(1, ge=1)
     # Frameworks the device runs (informational: pytorch, ipex, poptorch, sambaflow, ...).
     frameworks: list[str] = Field(default_factory=lambda: ["pytorch"])
+    # Whether the node's devices are accelerators a run may hold part of (a partial-node run then
+    # asks for the whole node). Default: any type but cpu; a rehearsal on CPU of an accelerator
+    # site keeps true, so its scripts carry the site's own requests.
+    accelerator: bool | None = None
+
+    @property
+    def is_accelerator(self) -> bool:
+        return self.type != "cpu" if self.accelerator is None else self.accelerator
 
     @field_validator("peak_tflops")
     @classmethod

@@ -8,6 +8,7 @@ UPDATE whose row count says who won.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -126,7 +127,8 @@ def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str
                 run_id=run.id, attempt=attempt.number, script_path=RunFiles(run_dir).script, run_dir=run_dir,
                 job_name=attempt.job_name, walltime_s=run.walltime_s, nodes=run.nodes or 1,
                 tasks_per_node=run.tasks_per_node or 1, queue=run.queue,
-                shape_key=f"{run.nodes}x{run.tasks_per_node}:{run.queue}:{run.walltime_s}"))
+                shape_key=f"{run.nodes}x{run.tasks_per_node}:{run.queue}:{run.walltime_s}",
+                share=bool(json.loads(run.spec or "{}").get("share"))))
         try:
             job_ids = executor.submit(requests)
         except Exception as exc:  # the executor itself broke: record it on these attempts

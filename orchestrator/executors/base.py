@@ -56,6 +56,8 @@ class JobRequest:
     account: str | None = None
     # Requests with the same shape key may share one job array.
     shape_key: str = ""
+    # The sweep's `share: true`: the run may share its node (local: the machine) with other runs.
+    share: bool = False
 
 
 @dataclass

@@ -102,7 +102,7 @@ class LocalExecutor(Executor):
             job = executor.submit(run_batch_script, str(req.script_path), str(req.run_dir),
                                   str(self._marker(req.job_name)), walltime_s=req.walltime_s,
                                   processes=req.nodes * req.tasks_per_node, capacity=self.capacity,
-                                  started_dir=str(self.folder / "started"))
+                                  started_dir=str(self.folder / "started"), exclusive=not req.share)
             self._count("submitit.LocalExecutor.submit")
             self._jobs[job.job_id] = job
             ids.append(job.job_id)

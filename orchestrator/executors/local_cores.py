@@ -1,4 +1,5 @@
-"""Machine-wide admission of local runs by cores: a run of N processes holds N cores.
+"""Machine-wide admission of local runs by cores: a run of N processes holds N cores, and by
+default (unless its sweep says ``share: true``) every core, so nothing runs beside it.
 
 Local runs measure this machine, so two runs must never time each other's work on the
 same cores. Every local job process (whatever ``orch`` process or ``ORCH_HOME`` submitted
@@ -163,7 +164,7 @@ class CoreLedger:
             os.close(fd)  # closing releases the flock
 
     # --- the public part -------------------------------------------------------------------
-    def acquire(self, processes: int, capacity: int | None = None, job: str = "",
+    def acquire(self, processes: int, capacity: int | None = None, job: str = "", exclusive: bool = False,
                 should_stop: Callable[[], bool] = lambda: False, poll_s: float = 0.2,
                 on_wait: Callable[[int, int, int, int], None] | None = None) -> Grant | None:
         """Wait for the cores of ``processes`` processes; None when ``should_stop`` said so first.
@@ -171,11 +172,13 @@ class CoreLedger:
         ``capacity``: cores runs may hold (default: this process's usable cores). Core ids are
         this process's usable cores, reused in turn when the capacity exceeds them.
         ``on_wait(runs_ahead, cores_held, cores_needed, capacity)`` is called once when the run waits.
+        ``exclusive``: the run holds every core (nothing runs beside it: caches and memory bandwidth
+        are shared by the cores too), its processes sharing them out as threads.
         """
         processes = max(1, int(processes))
         cores = usable_cores()
         capacity = capacity or len(cores)
-        need = min(processes, capacity)
+        need = capacity if exclusive else min(processes, capacity)
         me = {"pid": os.getpid(), "start": _start_time(os.getpid()), "need": need, "job": job}
         began = time.monotonic()
 
@@ -215,7 +218,7 @@ class CoreLedger:
             if slots is not None:
                 granted = sorted({cores[s % len(cores)] for s in slots})
                 return Grant(cores=granted, held=len(slots), processes=processes, capacity=capacity,
-                             alone=processes > capacity, waited_s=time.monotonic() - began)
+                             alone=exclusive or processes > capacity, waited_s=time.monotonic() - began)
             if not told and on_wait is not None:
                 on_wait(position, held, need, capacity)
             told = True

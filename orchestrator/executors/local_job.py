@@ -68,7 +68,7 @@ def script_env(grant: Grant) -> dict[str, str]:
 
 
 def run_batch_script(script: str, run_dir: str, marker: str | None = None, *, walltime_s: float | None = None,
-                     processes: int = 1, capacity: int | None = None,
+                     processes: int = 1, capacity: int | None = None, exclusive: bool = True,
                      started_dir: str | None = None) -> dict[str, Any]:
     """Wait for cores, run ``bash script`` in ``run_dir``; return its exit code and how it ended.
 
@@ -102,14 +102,15 @@ def run_batch_script(script: str, run_dir: str, marker: str | None = None, *, wa
     ledger = CoreLedger()
     try:
         grant = ledger.acquire(
-            processes, capacity, job=Path(marker).name if marker else run_path.name,
+            processes, capacity, exclusive=exclusive, job=Path(marker).name if marker else run_path.name,
             should_stop=lambda: bool(stopped_by),
             on_wait=lambda ahead, held, need, of: _log(run_path, f"waiting for {need} of {of} core(s): "
                                                                  f"{ahead} run(s) ahead, {held} core(s) held"))
         if grant is None or stopped_by:
             return _ended(143, stopped_by, None, grant)
         started = _now()
-        alone = (f"; needs {processes}, more than the {grant.capacity} local runs may hold: runs alone"
+        alone = ("; the machine to itself (the sweep did not say share: true)" if exclusive else
+                 f"; needs {processes}, more than the {grant.capacity} local runs may hold: runs alone"
                  if grant.alone else "")
         _log(run_path, f"holds core(s) {','.join(map(str, grant.cores))} ({grant.held} of {grant.capacity}), "
                        f"{grant.threads} thread(s) per process, after waiting {grant.waited_s:.1f} s{alone}")

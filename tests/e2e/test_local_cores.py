@@ -63,8 +63,38 @@ def _attempts(workdir: Path, env: dict[str, str]) -> list[dict]:
                                cwd=workdir, env=env, check=True).stdout)
 
 
+def test_by_default_a_run_has_the_machine_to_itself(workdir: Path) -> None:
+    """Without `share: true` no two runs overlap in time (cores share caches and memory
+    bandwidth): each holds every core and splits them into threads among its processes."""
+    write(workdir / "mysites" / "two.yaml", SITE.format(name="two", python=sys.executable,
+                                                         extra="executor: {cores: 2}"))
+    sweep = write(workdir / "s.yaml", """\
+name: alone
+experiments:
+  - name: g
+    workload: gemm
+    sites: [two]
+    walltime: "00:05:00"
+    grid: {devices: [1, 2], m: 32, warmup: 1, iters: 2, repeats: 2}
+""")
+    env = {"ORCH_LOCAL_CORES_DIR": str(workdir / "ledger")}
+    proc = run_orch("--sites-dir", str(workdir / "mysites"), "run", str(sweep), "--interval", "0.5",
+                    cwd=workdir, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _attempts(workdir, env)
+    assert len(rows) == 4 and all(r["state"] == "completed" for r in rows)
+    spans = sorted((_time(r["started_at"]), _time(r["finished_at"])) for r in rows)
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert end <= start, spans  # one after another, never beside each other
+    for r in rows:
+        metrics = json.loads((Path(r["run_dir"]) / "metrics.json").read_text())["metrics"]
+        assert metrics["cores"] == 2 and metrics["threads"] == 2 // r["devices"], (r, metrics)
+        assert "the machine to itself" in (Path(r["run_dir"]) / "stderr.log").read_text()
+
+
 def test_runs_share_no_core_and_record_cores_and_threads(workdir: Path) -> None:
-    """Capacity 2 from the profile: 1-, 2- and 4-process runs never hold more than 2 cores at once."""
+    """With `share: true` and capacity 2 from the profile: 1-, 2- and 4-process runs never hold
+    more than 2 cores at once."""
     write(workdir / "mysites" / "two.yaml", SITE.format(name="two", python=sys.executable,
                                                          extra="executor: {cores: 2}"))
     sweep = write(workdir / "s.yaml", """\
@@ -73,11 +103,13 @@ experiments:
   - name: g
     workload: gemm
     sites: [two]
+    share: true
     walltime: "00:05:00"
     grid: {devices: [1, 2, 4], m: 32, warmup: 1, iters: 2, tag: a}
   - name: h
     workload: gemm
     sites: [two]
+    share: true
     walltime: "00:05:00"
     grid: {devices: 1, m: 32, warmup: 1, iters: 2, tag: b}
 """)
