@@ -157,7 +157,12 @@ def _memory_need_gb(spec: RunSpec, workload: Workload) -> float | None:
                               "devices": spec.devices, "strategy": spec.strategy,
                               "batch_size": spec.batch_size, "seq_len": spec.seq_len}
     # Traced from the workload's program where it can be (workloads/predict_memory.py), else the formula.
-    return _memory.predicted_bytes(spec.workload, values, workload.memory_bytes) / 1e9
+    try:
+        return _memory.predicted_bytes(spec.workload, values, workload.memory_bytes) / 1e9
+    except OverflowError:  # sizes past any float: past any device too
+        return float("inf")
+    except ValueError:  # a value the model cannot read (e.g. allreduce sizes "`id`"): no prediction
+        return None
 
 
 def _memory_reason(spec: RunSpec, site: SiteProfile) -> str | None:

@@ -155,3 +155,13 @@ def test_files_that_are_not_plain_metrics_files_are_never_read(tmp_path: Path) -
     assert "over the 16 MiB limit" in (reasons["huge.json"].reason or "")
     assert "not a regular file" in (reasons["dir.json"].reason or "")
     assert {o.failure for o in reasons.values()} == {"bad_metrics"}
+
+
+@pytest.mark.parametrize("sizes", ["1e400", "`id`"])
+def test_a_value_the_memory_model_cannot_read_does_not_crash_the_plan(tmp_path: Path, sizes: str) -> None:
+    """Found by the mutated sweeps: allreduce sizes past any float, or not numbers at all."""
+    from orchestrator.plan import plan_sweep
+
+    text = BASE.format(workload="allreduce", grid=f"sizes: '{sizes}'").replace("devices: [1]", "devices: [2]")
+    plans = plan_sweep(parse_sweep("sweep.yaml", text), tmp_path / "runs")
+    assert len(plans) == 1
