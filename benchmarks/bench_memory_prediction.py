@@ -1,0 +1,59 @@
+"""Planning with memory traced from the program (issue 11) against the formula alone.
+
+    .venv/bin/python benchmarks/bench_memory_prediction.py [examples/B3-largest-model.yaml ...]
+
+For each sweep, in fresh processes of the real CLI (``orch plan --dry-run --json``), each in a
+temporary ORCH_HOME, prints wall and CPU seconds (user + system, start-up included) of:
+
+- ``formula``: ``ORCH_MEMORY_TRACE=0`` (workloads/memory.py's formulas, as before);
+- ``traced, cold``: an empty prediction cache: every distinct shape traced on fake tensors;
+- ``traced, warm``: the same again, every shape read from the disk cache (no torch import).
+
+Goal (issue 11): planning the examples with predictions on takes at most twice as long as
+without. The cold plan is paid once per shape, workload code and torch version.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT = ["examples/B3-largest-model.yaml", "examples/B4-strategies.yaml"]
+
+
+def _plan(sweep: str, env: dict[str, str]) -> tuple[float, float, int]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "plan", "--dry-run", "--json", sweep],
+                          cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"orch plan {sweep} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    runs = proc.stdout.count('"run_id"')
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), runs
+
+
+def main(sweeps: list[str]) -> None:
+    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
+    print("| sweep | runs | formula | traced, cold | traced, warm | warm / formula (CPU) |")
+    print("|---|---|---|---|---|---|")
+    for sweep in sweeps:
+        with tempfile.TemporaryDirectory() as tmp:
+            base = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
+            base.update(ORCH_HOME=str(Path(tmp) / "home"), ORCH_MEMORY_CACHE=str(Path(tmp) / "cache"))
+            formula = _plan(sweep, {**base, "ORCH_MEMORY_TRACE": "0"})
+            cold = _plan(sweep, base)
+            warm = _plan(sweep, base)
+        cells = [f"{w:.1f} s wall, {c:.1f} s CPU" for w, c, _ in (formula, cold, warm)]
+        print(f"| {Path(sweep).name} | {formula[2]} | {' | '.join(cells)} | {warm[1] / formula[1]:.2f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or DEFAULT)
