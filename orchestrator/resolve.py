@@ -261,7 +261,10 @@ class SiteResolver:
         predicted: float | None = None  # GB of tensors per device, once known
 
         def skip(reason: str) -> Resolved:
-            return Resolved(spec, site, None, reason, predicted)
+            need = predicted
+            if need is None and not isinstance(self._get_launcher(), VendorRunner):
+                need = self._memory_need(spec, registry.get(spec.workload))  # shown for every run (cached)
+            return Resolved(spec, site, None, reason, need)
 
         where = self.where
         device = site.device
