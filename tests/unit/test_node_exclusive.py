@@ -46,3 +46,15 @@ def test_partial_node_runs_are_exclusive_unless_shared(workdir: Path) -> None:
     assert {("stanage", "alone", True), ("stanage", "shared", True), ("stanage", "alone", False),
             ("sophia", "alone", True), ("sophia", "shared", True),
             ("polaris", "alone", True), ("polaris", "shared", True)} <= seen
+
+
+def test_a_queue_for_partial_nodes_is_not_asked_for_a_whole_node(workdir: Path) -> None:
+    # JADE2's `small` partition takes one GPU a job on shared nodes: --exclusive there would pend
+    # for ever (QOSMaxGRESPerJob on its twin). Its `big` partition takes whole nodes.
+    sweep = write(workdir / "j.yaml", "name: j\nexperiments:\n  - name: one\n    workload: gemm\n"
+                                      "    sites: [jade2]\n    grid: {devices: [1, 4], m: 256}\n")
+    out = json.loads(run_orch("plan", str(sweep), "--show", "--json", cwd=workdir,
+                              env={"ORCH_ACCOUNT": "proj"}, check=True).stdout)
+    by_devices = {row["devices"]: out["scripts"][row["run_id"]] for row in out["runs"]}
+    assert "#SBATCH --partition=small" in by_devices[1] and "--exclusive" not in by_devices[1]
+    assert "#SBATCH --partition=big" in by_devices[4] and "#SBATCH --exclusive\n" in by_devices[4]

@@ -7,7 +7,6 @@
 #SBATCH --time=00:30:00
 #SBATCH --partition=small
 #SBATCH --gres=gpu:1
-#SBATCH --exclusive
 #SBATCH --output=/scratch/orch/runs/1-device/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail
