@@ -76,7 +76,11 @@ def test_provenance_and_cost_views(scaled: Path) -> None:
     assert all(p["code_revision"] for p in prov)  # the workloads run from this git checkout
     cost = sql(scaled, "SELECT nodes, throughput, per_node_hour, per_cost_unit FROM cost")
     assert all(c["per_node_hour"] == pytest.approx(c["throughput"] * 3600 / c["nodes"]) for c in cost)
-    assert all(c["per_cost_unit"] is None for c in cost)  # the local site has no price
+    # The local profile's price (per device-hour) makes every result's cost known.
+    priced = sql(scaled, "SELECT devices, elapsed_s, price_per_device_hour, cost_per_result, price_note FROM cost")
+    assert priced and all(c["price_note"] is None for c in priced)
+    assert all(c["cost_per_result"] == pytest.approx(c["price_per_device_hour"] * c["devices"] * c["elapsed_s"] / 3600)
+               for c in priced)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
@@ -169,6 +173,25 @@ GROUPED = ("SELECT workload, precision, devices, COUNT(*) AS n, AVG(tflops) AS t
            "WHERE status = 'completed' GROUP BY workload, precision, devices")
 
 
+# The results view's columns as of migration 0003 (later migrations add columns after them).
+RESULTS_0003 = ("run_id, sweep, experiment, site, system, workload, status, failure_class, attempt, device_type, "
+                "device_model, devices, nodes, precision, strategy, batch_size, seq_len, repeat, params, "
+                "tokens_per_s, samples_per_s, tflops, tflops_per_device, mfu, peak_mem_gb, step_time_s, "
+                "step_time_p50_s, step_time_p90_s, step_time_std_s, epoch_time_s, bandwidth_gbs, job_id, node_list, "
+                "exit_code, elapsed_s, submitted_at, finished_at")
+
+
+def _migration(name: str):  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "db" / "migrations" / "versions" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"orch_migration_{name}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_upgrade_to_clustered_result_rows_keeps_every_row(workdir: Path, db_url: str) -> None:
     """0003 -> head with results and metric values in it: the same rows come out, and on SQLite the
     comparison axes are the storage order (grouping by them needs no sort); downgrading keeps them too."""
@@ -183,11 +206,12 @@ def test_upgrade_to_clustered_result_rows_keeps_every_row(workdir: Path, db_url:
                                   precision="bf16" if i % 2 else "fp32", tflops=1.0 + i)
             conn.execute(sa.text("INSERT INTO metric_values (attempt_id, name, value) VALUES (:a, 'tflops', :t), "
                                  "(:a, 'step_time_s', 0.5)"), {"a": attempt_id, "t": 1.0 + i})
-        conn.execute(sa.text(f"INSERT INTO result_rows ({results.COLUMNS}) {results.SELECT}"))
+        # The rows as 0003 wrote them (its own frozen query: the application's has later columns).
+        conn.execute(sa.text(_migration("0003_result_rows").BACKFILL))
 
     def snapshot() -> tuple[list, list, list]:
         with engine.connect() as conn:
-            return (sorted(tuple(r) for r in conn.execute(sa.text("SELECT * FROM results"))),
+            return (sorted(tuple(r) for r in conn.execute(sa.text(f"SELECT {RESULTS_0003} FROM results"))),
                     sorted(tuple(r) for r in conn.execute(sa.text("SELECT * FROM metric_values"))),
                     sorted(tuple(r) for r in conn.execute(sa.text(GROUPED))))
 
