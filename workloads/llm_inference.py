@@ -13,8 +13,8 @@ Figures (definitions in db/glossary_metrics.yaml; perf-model.md, study D):
   batch (all requests arrive at once: no queueing), percentiles over iterations.
 - ``tpot_s``: time per output token after the first, per request = decode time /
   (output_len - 1), mean over iterations; ``tpot_p50_s`` its median.
-- ``output_tokens_per_s`` = concurrency x output_len x iters / total timed time (prefill +
-  decode); ``requests_per_s`` = concurrency x iters / total timed time;
+- ``output_tokens_per_s`` (also the headline ``tokens_per_s``) = concurrency x output_len x
+  iters / total timed time (prefill + decode); ``requests_per_s`` = concurrency x iters / total timed time;
   ``output_tokens_per_s_per_user`` = 1 / tpot_s.
 - ``decode_bandwidth_gbs`` = bytes read by the timed decode steps (each reads every weight once,
   plus the KV cache at the step's context length) / their summed time; ``mbu`` = that /
@@ -117,6 +117,8 @@ def _builtin(session: Session) -> dict[str, Any]:
         "ttft_p99_s": percentile(prefill_times, 99),
         "ttft_mean_s": statistics.fmean(prefill_times),
         "output_tokens_per_s": batch * s_out * args.iters / total,
+        # The headline tokens/s of every workload: here the generated tokens (the work served).
+        "tokens_per_s": batch * s_out * args.iters / total,
         "requests_per_s": batch * args.iters / total,
         "prefill_tokens_per_s": batch * s_in * len(prefill_times) / math.fsum(prefill_times),
         "prefill_tflops": prefill_rate / 1e12,
@@ -192,6 +194,7 @@ def _vllm(session: Session) -> dict[str, Any]:
     tpots = [max(w - t, 0.0) / max(1, args.output_len - 1) for w, t in zip(whole, ttft)]
     return {"ttft_p50_s": percentile(ttft, 50), "ttft_p90_s": percentile(ttft, 90), "ttft_p99_s": percentile(ttft, 99),
             "ttft_mean_s": statistics.fmean(ttft), "tpot_s": statistics.fmean(tpots),
+            "tokens_per_s": args.concurrency * args.output_len * len(whole) / total,
             "tpot_p50_s": percentile(tpots, 50), "output_tokens_per_s": args.concurrency * args.output_len * len(whole) / total,
             "requests_per_s": args.concurrency * len(whole) / total, "timed_time_s": total,
             "model_params": num_params(cfg), "concurrency": args.concurrency, "input_len": args.input_len,
