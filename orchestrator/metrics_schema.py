@@ -32,6 +32,14 @@ HEADLINE_METRICS: tuple[str, ...] = (
     "step_time_std_s",
     "epoch_time_s",
     "bandwidth_gbs",
+    # Migration 0005: the median-based rates beside the total-based ones, what the run held.
+    "tokens_per_s_median",
+    "samples_per_s_median",
+    "tflops_median",
+    "timed_time_s",
+    "global_batch",
+    "cores",
+    "threads",
 )
 
 
