@@ -115,7 +115,7 @@ def test_a_site_without_a_price_says_so(workdir: Path) -> None:
 
 def _gemm_sweep(name: str) -> str:
     return (f"name: {name}\nexperiments:\n  - name: g\n    workload: gemm\n    sites: [local]\n"
-            "    walltime: \"00:05:00\"\n    grid: {m: 256, n: 256, k: 256, warmup: 3, iters: 40}\n")
+            "    walltime: \"00:05:00\"\n    grid: {m: 512, n: 512, k: 512, warmup: 5, iters: 60}\n")
 
 
 def _hog(cores: int) -> list[subprocess.Popen]:
@@ -139,7 +139,10 @@ def test_references_flag_the_run_that_was_slowed(workdir: Path) -> None:
             hog.wait()
     rows = json.loads(run_orch("references", "check", "--json", cwd=workdir, check=True).stdout)
     verdicts = {r["sweep"]: r["verdict"] for r in rows}
-    assert verdicts == {"base": "within", "again": "within", "slowed": "below"}, rows
+    # The run slowed on purpose is the one below its reference; the same run unslowed is not
+    # (on a shared machine it may come out faster than the reference: "above" is no regression).
+    assert verdicts["base"] == "within" and verdicts["slowed"] == "below", rows
+    assert verdicts["again"] in ("within", "above"), rows
     # --fail makes a regression an exit code (for CI jobs); the view holds the same rows.
     assert run_orch("references", "check", "--fail", cwd=workdir).returncode == 1
     assert run_orch("references", "check", "--fail", "--sweep", "again", cwd=workdir).returncode == 0
