@@ -119,15 +119,22 @@ def _gemm_sweep(name: str) -> str:
 
 
 def _hog(cores: int) -> list[subprocess.Popen]:
-    """Busy processes on every core: the run that starts now is slowed on purpose."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores * 3)]
+    """Busy processes on every core, ahead of the run in the scheduler's eyes (nice -5 where the
+    test may raise priority, as root): the run that starts now is slowed on purpose."""
+    def ahead() -> None:
+        try:
+            os.nice(-5)
+        except OSError:
+            pass
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=ahead)
+            for _ in range(cores * 4)]
 
 
 @pytest.mark.slow
 def test_references_flag_the_run_that_was_slowed(workdir: Path) -> None:
     run_orch("run", str(write(workdir / "base.yaml", _gemm_sweep("base"))), cwd=workdir, check=True)
     # The reference comes from the first sweep, with a generous tolerance for a shared machine.
-    out = run_orch("references", "from-sweep", "base", "--tolerance", "0.3", "--json", cwd=workdir, check=True)
+    out = run_orch("references", "from-sweep", "base", "--tolerance", "0.5", "--json", cwd=workdir, check=True)
     assert json.loads(out.stdout) == {"added": 1, "replaced": 0}
     run_orch("run", str(write(workdir / "again.yaml", _gemm_sweep("again"))), cwd=workdir, check=True)
     hogs = _hog(os.cpu_count() or 2)
