@@ -179,22 +179,23 @@ def test_a_job_pbs_does_not_know_is_lost_only_after_the_grace(pbs, tmp_path: Pat
 
 
 def test_a_long_submit_keeps_its_intents_while_status_runs(pbs, tmp_path: Path) -> None:
-    """One `orch submit` of six jobs whose qsubs take 2 s each (under the 5 s timeout): the last
-    intents wait longer than the 10 s grace for their qsub. An `orch status` meanwhile must not hand
-    them back to `planned` (the grace also runs from the last qsub started)."""
+    """One `orch submit` of six jobs whose qsubs take 5 s each (well under the 12 s timeout, even
+    on a loaded machine): the last intents wait longer than the 24 s grace for their qsub. An
+    `orch status` meanwhile must not hand them back to `planned` (the grace also runs from the
+    last qsub started)."""
     real = pbs.bin / "qsub-real"
     (pbs.bin / "qsub").rename(real)
-    write(pbs.bin / "qsub", f"#!/bin/sh\nsleep 2\nexec {real} \"$@\"\n").chmod(0o755)
+    write(pbs.bin / "qsub", f"#!/bin/sh\nsleep 5\nexec {real} \"$@\"\n").chmod(0o755)
     make_site(tmp_path, array_size=1)  # six plain jobs, six qsubs in a row
     sweep = write(tmp_path / "slow.yaml", sweep_text("slow", 6))
-    env = {"ORCH_SUBMIT_GRACE_S": "10"}
+    env = {"ORCH_SUBMIT_GRACE_S": "24"}
     orch(tmp_path, "plan", str(sweep), check=True, env=env)
     full = {**os.environ, "ORCH_SITES_PATH": str(tmp_path / "sites"), **env}
     submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", "slow"], cwd=tmp_path,
                               env=full, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started = time.time()
     while submit.poll() is None:
-        if time.time() - started > 10.5:
+        if time.time() - started > 24.5:
             orch(tmp_path, "status", "--sweep", "slow", check=True, env=env)
         time.sleep(0.3)
     assert submit.returncode == 0
