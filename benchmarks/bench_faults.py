@@ -1,16 +1,21 @@
 """Fault injection: hostile input and killed processes, counted. Not a test: it prints figures.
 
-    .venv/bin/python benchmarks/bench_faults.py [--mutations 5000] [--kills 50] [--schedulers local]
+    .venv/bin/python benchmarks/bench_faults.py [--mutations 5000] [--kills 50] [--schedulers local,slurm,pbs]
 
-Three parts, each a count whose goal is 0:
+Four parts, each a count whose goal is 0:
 
 1. **Mutated sweeps.** Sweep files made from the examples by random mutation (hostile values
    at random places: huge and non-finite numbers, deep nesting, alias bombs, huge grids and
    repeats, lists for scalars, long names, NUL, option-like text; deleted, duplicated and
    garbled lines) go through ``orch plan FILE --dry-run`` in a forked copy of a warm orch
    process, each under a time and a memory limit. Counted: clean one-line errors (exit 2),
-   accepted, **tracebacks**, **hangs** (past the time limit), **memory blow-ups** (past the
-   memory limit), with the root causes of any traceback.
+   accepted, **tracebacks**, **hangs**, **memory blow-ups** (past the memory limit), with the
+   root causes of any traceback. A hang is judged by CPU time, never by wall time: past
+   ``--time-limit`` CPU seconds (a loop, exponential work), or asleep with no CPU used for
+   ``BLOCKED_LIMIT_S`` (a wait that never ends). The machine this runs on is shared and the
+   benchmark runs at nice 19, so a child's wall time stretches with the load and with pauses
+   (SIGSTOP) and says nothing about orch: the one "hang" in an earlier 1,000 was a file that
+   orch refuses in 0.7 CPU s, killed at 120 s wall while the processes were paused.
 2. **Injection corpus.** Shell-injection strings in every string field of a sweep and of user
    site profiles (local, Slurm and PBS): each accepted one is rendered and the script RUN
    with bash (the scheduler and launcher commands stubbed), and the sweep's string values
@@ -19,8 +24,13 @@ Three parts, each a count whose goal is 0:
    the sweep's value).
 3. **kill -9.** ``orch submit`` and ``orch status --watch`` killed at random points while a
    sweep runs on a scheduler, then followed to the end. Counted: runs **executed twice** and
-   runs **lost**. A scheduler is one function in ``KILL_TRIALS`` (local here; the Slurm sandbox
-   and the PBS emulator add theirs).
+   runs **lost**. A scheduler is one function in ``KILL_TRIALS``: local, slurm (the sandbox
+   cluster, which must be up: `orch sandbox up`; benchmarks/fault_trials_slurm.py) and pbs (the
+   emulator with qstat dropping operands; benchmarks/fault_trials_pbs.py).
+4. **Failure classes.** On each scheduler of ``--schedulers``, one sweep whose program fails on
+   cue in every class (exit code, no metrics, walltime, memory, cancelled, flaky under retry),
+   followed to the end while the scheduler restarts (benchmarks/fault_classes.py). Counted:
+   attempts **misclassified** and **false failures**.
 """
 
 from __future__ import annotations
@@ -167,6 +177,7 @@ class MutationFigures:
     causes: Counter = field(default_factory=Counter)
     examples: dict = field(default_factory=dict)
     slow_seeds: list = field(default_factory=list)
+    hang_notes: list = field(default_factory=list)  # one per hang: its file, CPU and wall seconds
 
 
 def _rss_bytes(pid: int) -> int:
@@ -184,6 +195,55 @@ def _cpu_seconds(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+# A child that sleeps this long without using CPU is waiting for something that will not come.
+BLOCKED_LIMIT_S = 120.0
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (R running or runnable, S/D sleeping, T stopped, Z zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+class HangWatch:
+    """CPU time and *blocked* time of one child, robust to a loaded, shared machine.
+
+    Wall time says little here: at nice 19 a child may wait long for a core (state R), and the
+    processes may be paused with SIGSTOP for minutes (state T) while someone takes quiet
+    measurements. So a hang is (a) CPU time past the limit (a loop, exponential work), or (b)
+    time asleep (state S or D) with no CPU used, past BLOCKED_LIMIT_S (a wait that never ends:
+    a FIFO, a lock). Only intervals the watcher itself saw are counted, at most 1 s each, so a
+    pause of the watcher adds nothing."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.cpu = 0.0
+        self.blocked = 0.0
+        self.wall = 0.0
+        self._last = time.monotonic()
+
+    def update(self) -> None:
+        now = time.monotonic()
+        step = min(now - self._last, 1.0)
+        self._last = now
+        self.wall += step
+        cpu = _cpu_seconds(self.pid)
+        if cpu <= self.cpu and _state(self.pid) in ("S", "D"):
+            self.blocked += step
+        else:
+            self.blocked = 0.0 if cpu > self.cpu + 0.05 else self.blocked
+        self.cpu = max(cpu, self.cpu)
+
+    def hung(self, time_limit: float) -> bool:
+        return self.cpu > time_limit or self.blocked > BLOCKED_LIMIT_S
+
+    def note(self) -> str:
+        return f"{self.cpu:.1f} CPU s, {self.blocked:.0f} s blocked, {self.wall:.0f} s watched"
 
 
 def _child_plan(path: Path, scratch: Path, out: Path) -> None:
@@ -218,13 +278,14 @@ def _run_limited(path: Path, scratch: Path, time_limit: float, memory_limit: int
     pid = os.fork()
     if pid == 0:
         _child_plan(path, scratch, out)
-    started = time.monotonic()
+    watch = HangWatch(pid)
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return "ok" if os.waitstatus_to_exitcode(status) == 0 else "error"
-        if _cpu_seconds(pid) > time_limit or time.monotonic() - started > max(6 * time_limit, 120):
-            verdict = f"over {time_limit:.0f} CPU s"
+        watch.update()
+        if watch.hung(time_limit):
+            verdict = f"hang ({watch.note()})"
         elif _rss_bytes(pid) > memory_limit:
             verdict = f"over {memory_limit // 2**20} MB"
         else:
@@ -249,6 +310,7 @@ def mutation_trials(count: int, seed: int, time_limit: float, memory_limit: int,
     files_dir.mkdir(parents=True, exist_ok=True)
     running: dict[int, tuple[Path, Path, float]] = {}
     cpu: dict[Path, float] = {}  # CPU seconds of each running child, last seen
+    watches: dict[int, HangWatch] = {}
     produced = 0
     # Seeds: the examples that plan unmutated within the limits (one that does not is a finding
     # about planning speed, reported apart: its mutants would count its slowness as hangs).
@@ -262,6 +324,7 @@ def mutation_trials(count: int, seed: int, time_limit: float, memory_limit: int,
 
     def reap(pid: int, status: int | None, why: str | None) -> None:
         path, out, started = running.pop(pid)
+        watches.pop(pid, None)
         figures.files += 1
         figures.slowest_s = max(figures.slowest_s, cpu.get(path, 0.0))
         text = out.read_text(errors="replace") if out.exists() else ""
@@ -293,6 +356,10 @@ def mutation_trials(count: int, seed: int, time_limit: float, memory_limit: int,
         path.unlink(missing_ok=True)
         out.unlink(missing_ok=True)
         cpu.pop(path, None)
+        if figures.files % 250 == 0:  # progress, so that a run cut short still says what it found
+            print(f"  after {figures.files} files: {figures.clean_errors} clean errors, {figures.accepted} accepted, "
+                  f"{figures.other_exits} other exits, tracebacks {figures.tracebacks}, hangs {figures.hangs}, "
+                  f"memory blow-ups {figures.memory_blowups}", flush=True)
 
     while produced < count or running:
         while produced < count and len(running) < workers:
@@ -306,6 +373,7 @@ def mutation_trials(count: int, seed: int, time_limit: float, memory_limit: int,
             if pid == 0:
                 _child_plan(path, scratch, out)
             running[pid] = (path, out, time.monotonic())
+            watches[pid] = HangWatch(pid)
             produced += 1
         time.sleep(0.005)
         for pid in list(running):
@@ -314,13 +382,14 @@ def mutation_trials(count: int, seed: int, time_limit: float, memory_limit: int,
             if done:
                 reap(pid, status, None)
                 continue
-            # A hang: past the limit in CPU time (a loop), or blocked far past it in wall time (a
-            # wait that never ends). CPU time, because this machine is shared and its wall clock
-            # stretches with the load.
-            wall = time.monotonic() - running[pid][2]
-            if _cpu_seconds(pid) > time_limit or wall > max(6 * time_limit, 120):
+            # A hang: past the limit in CPU time (a loop), or asleep without using CPU (a wait
+            # that never ends); never by wall time, which stretches with the load (HangWatch).
+            watch = watches[pid]
+            watch.update()
+            if watch.hung(time_limit):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+                figures.hang_notes.append(f"hang-{figures.hangs + 1}.yaml: {watch.note()}")
                 reap(pid, None, "hang")
             elif _rss_bytes(pid) > memory_limit:
                 os.kill(pid, signal.SIGKILL)
@@ -580,8 +649,8 @@ def _orch(args: list[str], cwd: Path, env: dict) -> subprocess.Popen:
 
 
 def _kill_at_random(args: list[str], cwd: Path, env: dict, rng: random.Random, window: float) -> bool:
-    """Start ``orch ARGS`` and SIGKILL it at a random point (the process, as `kill -9 PID` does: the
-    local scheduler's job controllers it started share its process group and must live on); True
+    """Start ``orch ARGS`` and SIGKILL it at a random point (the process, as `kill -9 PID` does; the
+    local scheduler's job controllers it started are in sessions of their own and live on); True
     if it was still running when the kill came."""
     proc = _orch(args, cwd, env)
     time.sleep(rng.uniform(0.0, window))
@@ -656,14 +725,14 @@ def kill_trials_local(trials: int, runs_per_trial: int, rng: random.Random, work
             subprocess.run([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", name], cwd=home, env=env,
                            capture_output=True)
             subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", "--watch", "--interval", "0.3",
-                            "--sweep", name], cwd=home, env=env, capture_output=True, timeout=300)
-            with sqlite3.connect(db_path, timeout=60) as db:
+                            "--sweep", name], cwd=home, env=env, capture_output=True, timeout=1800)
+            with sqlite3.connect(db_path, timeout=600) as db:
                 waiting = db.execute("SELECT count(*) FROM runs WHERE sweep = ? AND status IN "
                                      "('planned', 'retry', 'submitting', 'submitted', 'running')", (name,)).fetchone()[0]
             if not waiting:
                 settled = True
                 break
-        with sqlite3.connect(db_path, timeout=60) as db:
+        with sqlite3.connect(db_path, timeout=600) as db:
             rows = db.execute("SELECT r.id, r.status, group_concat(a.failure_class || ': ' || "
                               "coalesce(a.reason, ''), ' | ') FROM runs r LEFT JOIN attempts a ON a.run_id = r.id "
                               "WHERE r.sweep = ? GROUP BY r.id, r.status", (name,)).fetchall()
@@ -700,10 +769,22 @@ def kill_trials_pbs(trials: int, runs_per_trial: int, rng: random.Random, workdi
     return figures
 
 
-# A scheduler's kill trials: (trials, runs per trial, rng, working directory) -> figures. The Slurm
-# sandbox adds its function here.
+def kill_trials_slurm(trials: int, runs_per_trial: int, rng: random.Random, workdir: Path) -> KillFigures:
+    """The sandbox Slurm cluster's trials (benchmarks/fault_trials_slurm.py; the cluster must be up)."""
+    from benchmarks.fault_trials_slurm import run_trials
+
+    found = run_trials(trials, rng.randrange(2**31), runs_per_trial, workdir)
+    figures = KillFigures(found.scheduler, found.trials, found.runs, found.submit_kills + found.status_kills,
+                          found.executed_twice, found.lost, 0, list(found.details))
+    if found.duplicate_jobs:
+        figures.details.append(f"{found.duplicate_jobs} job(s) beyond one per run in Slurm's accounting")
+    return figures
+
+
+# A scheduler's kill trials: (trials, runs per trial, rng, working directory) -> figures.
 KILL_TRIALS: dict[str, Callable[[int, int, random.Random, Path], KillFigures]] = {
     "local": kill_trials_local,
+    "slurm": kill_trials_slurm,
     "pbs": kill_trials_pbs,
 }
 
@@ -737,7 +818,7 @@ def main() -> None:
     parser.add_argument("--memory-limit-mb", type=int, default=1024, help="resident memory per mutated file")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=16)
-    parser.add_argument("--parts", default="mutations,injection,kills")
+    parser.add_argument("--parts", default="mutations,injection,kills,classes")
     parser.add_argument("--keep", action="store_true", help="keep the working directory")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -750,12 +831,14 @@ def main() -> None:
             m = mutation_trials(args.mutations, args.seed, args.time_limit, args.memory_limit_mb * 2**20,
                                 args.workers, workdir / "mutations")
             lines.append(f"mutated sweeps: {m.files} files through `orch plan FILE --dry-run` "
-                         f"({args.time_limit:.0f} CPU s, {args.memory_limit_mb} MB each) in {time.monotonic() - started:.0f} s: "
+                         f"({args.time_limit:.0f} CPU s or {BLOCKED_LIMIT_S:.0f} s blocked, {args.memory_limit_mb} MB each) in {time.monotonic() - started:.0f} s: "
                          f"{m.clean_errors} clean one-line errors, {m.accepted} accepted, {m.other_exits} other exits; "
                          f"tracebacks {m.tracebacks}, hangs {m.hangs}, memory blow-ups {m.memory_blowups}; "
                          f"slowest {m.slowest_s:.1f} CPU s")
             for cause, count in m.causes.most_common():
                 lines.append(f"  cause x{count}: {cause}  (e.g. {m.examples.get(cause, '')})")
+            for note in m.hang_notes:
+                lines.append(f"  {note} (kept in {workdir / 'mutations'} with --keep)")
             for slow in m.slow_seeds:
                 lines.append(f"  seed left out (planning it unmutated is past the limits): {slow}")
             print("\n".join(lines), flush=True)
@@ -778,6 +861,16 @@ def main() -> None:
                              f"{k.executed_twice}, lost {k.lost}, not settled {k.not_settled}")
                 lines += [f"  {d}" for d in k.details[:20]]
                 print(lines[-1 - min(len(k.details), 20)], flush=True)
+        if "classes" in parts:
+            from benchmarks.fault_classes import class_trials
+
+            for name in args.schedulers.split(","):
+                c = class_trials(name, workdir / f"classes-{name}")
+                lines.append(f"failure classes on {name} ({c.restart} during the follow): {c.attempts} attempts "
+                             f"in {c.seconds:.0f} s: misclassified {c.misclassified}, false failures "
+                             f"{c.false_failures}")
+                lines += [f"  {d}" for d in c.details[:20]]
+                print(lines[-1 - min(len(c.details), 20)], flush=True)
     finally:
         print("\n" + "\n".join(lines))
         stop_leftovers(workdir)

@@ -6,13 +6,18 @@ process count and threads per process (read from the run's metrics file), while 
 script holds every core in the machine-wide ledger (no local orch run of anyone starts
 meanwhile). Prints, per row, orch's TFLOP/s over the bare loop's. Goal: 0.90-1.10.
 
+``--rounds R`` (default 3) repeats (orch run, then the bare loops) R times and compares the
+medians over the rounds: this VM's speed drifts by 10-20% over minutes (seen in the bare
+loops alone), and a single orch sample against a single bare sample taken a minute later
+measures the drift, not orch. Each round's ratio is printed beside the median's.
+
 The bare figure is total work over total time (``processes * iters * 2MNK`` over the
 slowest process's timed loop), the median of ``--repeats`` loops. Beside it the table
 sets the workload's median-step figure (``tflops_median``, where it reports one) against
 the bare loop by the same definition (sum over processes of ``2MNK / median step``), so a
 gap that comes from a definition of TFLOP/s, not from contention, shows as such.
 
-    python benchmarks/bench_quickstart_fidelity.py [--sweep examples/quickstart.yaml] [--repeats 5]
+    python benchmarks/bench_quickstart_fidelity.py [--sweep examples/quickstart.yaml] [--repeats 5] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,65 +115,105 @@ def bare(m: int, n: int, k: int, precision: str, processes: int, threads: int, c
     return statistics.median(work_time), statistics.median(median_rate)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sweep", default=str(REPO / "examples" / "quickstart.yaml"))
-    parser.add_argument("--repeats", type=int, default=5, help="bare loops per row (median taken)")
-    opts = parser.parse_args()
+@dataclass
+class Row:
+    """One quickstart configuration, its orch figures and bare figures over the rounds."""
 
-    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; before: {uptime()}")
+    precision: str
+    devices: int
+    m: int
+    n: int
+    k: int
+    cores: int = 0
+    threads: int = 0
+    steps: list[int] = field(default_factory=list)
+    orch: list[float] = field(default_factory=list)
+    orch_median: list[float] = field(default_factory=list)
+    bare: list[float] = field(default_factory=list)
+    bare_median: list[float] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def orch_round(sweep: str) -> tuple[list[dict[str, object]], float, Path]:
+    """One ``orch run`` of the sweep in a fresh ORCH_HOME: its result rows and its wall time."""
     home = Path(tempfile.mkdtemp(prefix="orch-fidelity-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_") or k == "ORCH_LOCAL_CORES_DIR"}
     env["ORCH_HOME"] = str(home)
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", opts.sweep, "--site", "local", "--json"],
+    subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", sweep, "--site", "local", "--json"],
                    cwd=REPO, env=env, capture_output=True, text=True)
-    orch_s = time.monotonic() - started
+    wall = time.monotonic() - started
     rows = json.loads(orch("sql", "-f", "json",
                            "SELECT s.run_id, s.devices, s.precision, s.params, s.tflops, s.status, r.run_dir "
                            "FROM results s JOIN runs r ON r.id = s.run_id ORDER BY s.devices, s.precision, s.run_id",
                            env=env))
-    print(f"# orch run: {len(rows)} rows in {orch_s:.0f} s (ORCH_HOME={home}); after: {uptime()}")
+    return rows, wall, home
 
-    # The bare loops, alone: hold every core of the machine-wide ledger meanwhile.
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweep", default=str(REPO / "examples" / "quickstart.yaml"))
+    parser.add_argument("--repeats", type=int, default=5, help="bare loops per row and round (median taken)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of (orch run, then the bare loops); medians over rounds are compared")
+    opts = parser.parse_args()
+
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; before: {uptime()}")
+    table: dict[tuple[str, int, int, int, int], Row] = {}
     cores = usable_cores()
-    ledger = CoreLedger()
-    grant = ledger.acquire(len(cores), len(cores), job="bench_quickstart_fidelity")
-    assert grant is not None
-    results = []
-    try:
-        print(f"# bare loops hold cores {grant.cores} (waited {grant.waited_s:.0f} s); {uptime()}")
-        for row in rows:
-            params = json.loads(row["params"])
-            m, n, k = int(params["m"]), int(params["n"]), int(params["k"])
-            if row["status"] != "completed":
-                results.append((row, m, n, k, None, None, None, None, None))
-                continue
-            doc = json.loads((Path(row["run_dir"]) / "metrics.json").read_text())
-            figures = doc["metrics"]
-            threads, run_cores = int(figures["threads"]), int(figures["cores"])
-            bare_wt, bare_med = bare(m, n, k, row["precision"], int(row["devices"]), threads, cores[:run_cores],
-                                     int(params["warmup"]), int(params["iters"]), opts.repeats)
-            # The workload's median-step figure, where it reports one beside tflops.
-            orch_med = figures.get("tflops_median")
-            results.append((row, m, n, k, run_cores, threads, orch_med, bare_wt, bare_med))
-    finally:
-        ledger.release()
-    print(f"# after the bare loops: {uptime()}")
+    for round_no in range(1, opts.rounds + 1):
+        rows, wall, home = orch_round(opts.sweep)
+        print(f"# round {round_no}: orch run, {len(rows)} rows in {wall:.0f} s (ORCH_HOME={home}); {uptime()}")
+        # The bare loops, alone: hold every core of the machine-wide ledger meanwhile.
+        ledger = CoreLedger()
+        grant = ledger.acquire(len(cores), len(cores), job="bench_quickstart_fidelity")
+        assert grant is not None
+        try:
+            for found in rows:
+                params = json.loads(str(found["params"]))
+                m, n, k = int(params["m"]), int(params["n"]), int(params["k"])
+                key = (str(found["precision"]), int(found["devices"]), m, n, k)  # type: ignore[arg-type]
+                row = table.setdefault(key, Row(*key))
+                if found["status"] != "completed":
+                    row.failed.append(str(found["status"]))
+                    continue
+                doc = json.loads((Path(str(found["run_dir"])) / "metrics.json").read_text())
+                figures = doc["metrics"]
+                row.threads, row.cores = int(figures["threads"]), int(figures["cores"])
+                # As many timed steps as the run took (--min-time may have added to --iters).
+                steps = int(doc["timing"].get("timed_steps") or params["iters"])
+                bare_wt, bare_med = bare(m, n, k, row.precision, row.devices, row.threads, cores[:row.cores],
+                                         int(params["warmup"]), steps, opts.repeats)
+                row.steps.append(steps)
+                row.orch.append(float(found["tflops"]))  # type: ignore[arg-type]
+                row.orch_median.append(float(figures.get("tflops_median") or 0.0))
+                row.bare.append(bare_wt)
+                row.bare_median.append(bare_med)
+        finally:
+            ledger.release()
+        print(f"# round {round_no}: bare loops done; {uptime()}")
+
+    med = statistics.median
     print()
-    print("| precision | procs | M x N x K | cores | threads/proc | orch `tflops` | bare work/time "
-          "| **orch / bare** | orch `tflops_median` | bare median-step | median / median |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for row, m, n, k, run_cores, threads, orch_med, bare_wt, bare_med in results:
-        if bare_wt is None:
-            print(f"| {row['precision']} | {row['devices']} | {m}x{n}x{k} | | | {row['status']} | | | | | |")
+    print(f"Medians over {opts.rounds} rounds (bare: each round the median of {opts.repeats} loops).")
+    print()
+    print("| precision | procs | M x N x K | cores | threads/proc | timed steps | orch `tflops` | bare work/time "
+          "| **orch / bare** | per round | orch `tflops_median` | bare median-step | median / median |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    within = 0
+    for row in table.values():
+        shape = f"{row.m}x{row.n}x{row.k}"
+        if not row.orch:
+            print(f"| {row.precision} | {row.devices} | {shape} | | | | {', '.join(row.failed)} | | | | | | |")
             continue
-        ratio = row["tflops"] / bare_wt
-        medians = f"| {orch_med:.4f} | {bare_med:.4f} | {orch_med / bare_med:.2f} |" if orch_med else \
-            f"| | {bare_med:.4f} | |"
-        print(f"| {row['precision']} | {row['devices']} | {m}x{n}x{k} | {run_cores} | {threads} "
-              f"| {row['tflops']:.4f} | {bare_wt:.4f} | **{ratio:.2f}**{'' if 0.9 <= ratio <= 1.1 else ' (out)'} "
-              + medians)
+        ratio = med(row.orch) / med(row.bare)
+        rounds = " ".join(f"{o / b:.2f}" for o, b in zip(row.orch, row.bare))
+        within += 0.9 <= ratio <= 1.1
+        print(f"| {row.precision} | {row.devices} | {shape} | {row.cores} | {row.threads} | {int(med(row.steps))} "
+              f"| {med(row.orch):.4f} | {med(row.bare):.4f} | **{ratio:.2f}**{'' if 0.9 <= ratio <= 1.1 else ' (out)'} "
+              f"| {rounds} | {med(row.orch_median):.4f} | {med(row.bare_median):.4f} "
+              f"| {med(row.orch_median) / med(row.bare_median):.2f} |")
+    print(f"\n{within} of {len(table)} rows within 0.90-1.10; after: {uptime()}")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ class FaultFigures:
     details: list[str] = field(default_factory=list)  # one line per anomaly
 
 
-def _orch(workdir: Path, env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def _orch(workdir: Path, env: dict[str, str], *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

@@ -8,29 +8,29 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from sqlalchemy import Engine, text
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from orchestrator import __version__, paths
-from orchestrator.db.engine import is_read_only_refusal, open_engine, redact, session_factory
-from orchestrator.db.state import needs_follow, state_counts
 from orchestrator.errors import UserError
 from orchestrator.output import console, err_console, print_json, print_rows, print_table
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
     from sqlalchemy.orm import Session, sessionmaker
 
     from orchestrator.plan import PlannedRun
     from orchestrator.submit import Executors
 
-# The ORM, the executors and the stage modules are imported by the commands that use them:
-# `orch status` with nothing in flight needs none of them and answers in a fraction of a second.
+# SQLAlchemy, the ORM, the executors and the stage modules are imported by the commands that use
+# them: `orch plan --dry-run` never touches the database and `orch status` with nothing in flight
+# needs no ORM, so both answer without paying for imports they do not use (SQLAlchemy alone is
+# about 0.15 s of start-up).
 
 app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_enable=False,
                   help="Benchmark campaigns of AI workloads on HPC sites: one sweep file to SQL rows.\n\n"
@@ -48,6 +48,11 @@ from orchestrator.cli_results import glossary as _glossary, references_app  # no
 
 app.add_typer(references_app, name="references")
 app.command("glossary")(_glossary)
+# The time model: best layout for a model on N devices (orchestrator/cli_predict.py).
+from orchestrator.cli_predict import calibrate as _calibrate, predict as _predict  # noqa: E402
+
+app.command("predict")(_predict)
+app.command("calibrate")(_calibrate)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
 
@@ -57,19 +62,23 @@ class Context:
     db_url: str
     sites_dirs: list[Path]
     state_dir: Path
-    _engine: Engine | None = None
+    _engine: "Engine | None" = None
     _sessions: "sessionmaker[Session] | None" = None
 
     @property
-    def engine(self) -> Engine:
+    def engine(self) -> "Engine":
         """The database, migrated to the newest schema on first use."""
         if self._engine is None:
+            from orchestrator.db.engine import open_engine
+
             self._engine = open_engine(self.db_url)
         return self._engine
 
     @property
     def sessions(self) -> "sessionmaker[Session]":
         if self._sessions is None:
+            from orchestrator.db.engine import session_factory
+
             self._sessions = session_factory(self.engine)
         return self._sessions
 
@@ -108,11 +117,16 @@ def main_options(
 
 DEFAULT_MAX_RUNS = 50_000  # orchestrator.sweep.DEFAULT_MAX_RUNS (not imported: start-up time)
 
+def _sig(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.3g}")
+
+
 def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]]:
     # mem_gb: predicted per-device peak of tensor memory (workloads/predict_memory.py; without the
     # device's fixed cost, which the memory check adds).
-    columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "mem_gb", "nodes",
-               "queue", "tier", "status", "new", "reason"]
+    # step_s, run_s: the time model's predicted step and steps-of-the-run seconds (orchestrator/perfmodel/).
+    columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "mem_gb", "step_s",
+               "run_s", "nodes", "queue", "tier", "status", "new", "reason"]
     rows: list[list[object]] = []
     for p in plans:
         s, placement = p.spec, p.resolved.placement
@@ -125,6 +139,7 @@ def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]
         rows.append([s.id, s.experiment, s.workload, s.site + (f":{s.system}" if s.system else ""), s.devices,
                      s.precision, " ".join(f"{k}={v}" for k, v in params.items()),
                      None if p.resolved.predicted_peak_gb is None else float(f"{p.resolved.predicted_peak_gb:.3g}"),
+                     _sig(p.resolved.predicted_step_s), _sig(p.resolved.predicted_run_s),
                      placement.nodes if placement else None, placement.queue if placement else None,
                      placement.queue_tier if placement else None,
                      p.status, p.new, p.resolved.skip_reason or ""])
@@ -161,7 +176,10 @@ def plan(
     new = 0 if dry_run else record_plan(c.sessions, loaded, plans)
     columns, rows = _plan_rows(plans)
     if as_json:
+        from orchestrator.plancost import campaign_cost
+
         print_json({"sweep": loaded.sweep.name, "new": new, "runs": [dict(zip(columns, r)) for r in rows],
+                    "predicted": campaign_cost(plans).as_json(),
                     **({"scripts": {p.spec.id: p.script for p in plans}} if show else {})})
         return
     if all_runs and not show:
@@ -179,6 +197,10 @@ def plan(
             if p.script:
                 console.rule(f"{p.spec.id}  {p.files.script}")
                 console.print(p.script, markup=False, highlight=False)
+    from orchestrator.plancost import campaign_cost
+
+    for line in campaign_cost(plans).lines():
+        console.print(line, markup=False, highlight=False)
     skipped = sum(1 for p in plans if p.resolved.skipped)
     verb = "would plan" if dry_run else "planned"
     console.print(f"{len(plans)} runs: {len(plans) - skipped} runnable, {skipped} skipped; "
@@ -196,6 +218,8 @@ def submit(
     as_json: JsonOpt = False,
 ) -> None:
     """Submit planned runs to their site's scheduler (each run exactly once)."""
+    from orchestrator.db.engine import redact
+    from orchestrator.db.state import state_counts
     from orchestrator.submit import submit_runs
 
     c = ctx_obj(ctx)
@@ -245,6 +269,7 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
     (``orch run``) so are planned runs a queue limit held back."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from orchestrator.db.state import state_counts
     from orchestrator.follow import poll_once
     from orchestrator.submit import submit_runs
 
@@ -296,6 +321,8 @@ def status(
 
     Nothing in flight (no job with a scheduler, no run waiting for a retry): no scheduler is asked.
     """
+    from orchestrator.db.state import needs_follow, state_counts
+
     c = ctx_obj(ctx)
     if needs_follow(c.engine, sweep, site):
         executors = c.executors()
@@ -361,6 +388,9 @@ def run(
 
     With [bold]--site S[/bold] only the sweep's runs on S are submitted; a site the sweep does not
     name is refused (exit 2), and exit 1 when every run on it is skipped."""
+    from sqlalchemy import text
+
+    from orchestrator.db.engine import redact
     from orchestrator.plan import plan_sweep, record_plan
     from orchestrator.submit import submit_runs
     from orchestrator.sweep import parse_sweep
@@ -417,6 +447,11 @@ def sql(
 
     Read-only unless [bold]--write[/bold]: the database itself refuses any change (a read-only
     transaction), and a reader never waits for another orch process's write."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from orchestrator.db.engine import is_read_only_refusal, open_engine, session_factory
+
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format: expected table, csv or json, got {fmt!r}")
     if (query is None) == (file is None):
@@ -459,6 +494,8 @@ def export(
                                                    "required for parquet).")] = None,
 ) -> None:
     """Export a view (default [bold]results[/bold]) as CSV, JSON or Parquet."""
+    from sqlalchemy import text
+
     if fmt not in ("csv", "json", "parquet"):
         raise UserError(f"--format: expected csv, json or parquet, got {fmt!r}")
     if view not in EXPORTABLE:
@@ -505,6 +542,7 @@ def report(
     sweep: Annotated[Optional[list[str]], typer.Option("--sweep", help="Only this sweep (repeatable).")] = None,
 ) -> None:
     """The studies' figures from the database: one HTML page that works offline, every mark linked to its run."""
+    from orchestrator.db.engine import redact
     from orchestrator.report import build_report
 
     c = ctx_obj(ctx)
@@ -665,7 +703,7 @@ def workloads_show(name: str, as_json: JsonOpt = False) -> None:
 @db_app.command("upgrade")
 def db_upgrade(ctx: typer.Context) -> None:
     """Apply the database migrations (safe to repeat)."""
-    from orchestrator.db.engine import current_revision, make_engine, upgrade
+    from orchestrator.db.engine import current_revision, make_engine, redact, upgrade
 
     c = ctx_obj(ctx)
     engine = make_engine(c.db_url)
@@ -707,6 +745,8 @@ def db_rebuild_results(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @db_app.command("url")
 def db_url(ctx: typer.Context) -> None:
     """The database orch would use here (password hidden)."""
+    from orchestrator.db.engine import redact
+
     console.print(redact(ctx_obj(ctx).db_url))
 
 
@@ -771,8 +811,13 @@ def main() -> None:
     except UserError as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(exc.exit_code)
-    except OperationalError as exc:  # the database refused: read-only file, disk full, gone away
+    except Exception as exc:
+        # The database refused (read-only file, disk full, gone away): SQLAlchemy's OperationalError.
+        # Only a command that imported SQLAlchemy can raise it, so it is looked up, not imported.
         # The failed transaction is rolled back, so a repeat after the fix starts clean.
+        sa_exc = sys.modules.get("sqlalchemy.exc")
+        if sa_exc is None or not isinstance(exc, sa_exc.OperationalError):
+            raise
         err_console.print(f"error: database: {str(exc.orig).splitlines()[0]}", markup=False, highlight=False,
                           soft_wrap=True)
         raise SystemExit(2)

@@ -134,7 +134,8 @@ def _run_row(plan: PlannedRun, sweep_id: int, spec_fields: dict[str, Any]) -> di
     return dict(
         id=spec.id, sweep_id=sweep_id, sweep=spec.sweep, experiment=spec.experiment,
         workload=spec.workload, site=spec.site, system=spec.system, status=plan.status,
-        skip_reason=resolved.skip_reason, predicted_peak_gb=resolved.predicted_peak_gb, devices=spec.devices,
+        skip_reason=resolved.skip_reason, predicted_peak_gb=resolved.predicted_peak_gb,
+        predicted_step_s=resolved.predicted_step_s, predicted_run_s=resolved.predicted_run_s, devices=spec.devices,
         nodes=placement.nodes if placement else None,
         tasks_per_node=placement.tasks_per_node if placement else None,
         queue=placement.queue if placement else None, precision=spec.precision,
@@ -142,7 +143,7 @@ def _run_row(plan: PlannedRun, sweep_id: int, spec_fields: dict[str, Any]) -> di
         params=_COMPACT.encode(spec_fields["params"]),
         shape_params=_COMPACT.encode({k: v for k, v in spec_fields["params"].items() if k not in SPLIT_PARAMS}),
         spec=_COMPACT.encode(spec_fields),
-        walltime_s=spec.walltime_s, max_attempts=spec.max_attempts, retry_on=json.dumps(list(spec.retry_on)),
+        walltime_s=placement.walltime_s if placement else spec.walltime_s, max_attempts=spec.max_attempts, retry_on=json.dumps(list(spec.retry_on)),
         device_type=site.device.type, device_model=site.device.model,
         peak_tflops=placement.peak_tflops if placement else None, scheduler=site.scheduler,
         script_hash=script_hash, script=plan.script, run_dir=plan.run_dir,
@@ -151,68 +152,50 @@ def _run_row(plan: PlannedRun, sweep_id: int, spec_fields: dict[str, Any]) -> di
 
 
 # json.dumps(value, indent=2, sort_keys=True) of a spec, which is flat but for ``params`` (a
-# dict of scalars) and ``retry_on`` (a list of strings): json's indenting encoder is pure
-# Python (~100 us a spec); anything but scalars inside goes through it as before.
-def _float(value: float) -> str:
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    return float.__repr__(value)
-
-
-_SCALARS: dict[type, Any] = {
-    str: json.encoder.encode_basestring_ascii,  # type: ignore[attr-defined]
-    int: int.__repr__,
-    float: _float,
-    bool: lambda value: "true" if value else "false",
-    type(None): lambda _: "null",
-}
-
-
-def _scalar(value: Any) -> str | None:
-    encode = _SCALARS.get(type(value))
-    return encode(value) if encode else None
-
-
-_KEYS: dict[str, str] = {}  # '  "key": ' by key
-
-
-def _container(value: Any) -> str | None:
-    """An indented dict (text keys) or list of scalars inside the document; None for anything else."""
-    if type(value) is dict:
-        if not value:
-            return "{}"
-        if not all(type(key) is str for key in value):
-            return None
-        items = [(key, _scalar(value[key])) for key in sorted(value)]
-        if any(text is None for _, text in items):
-            return None
-        return "{\n" + ",\n".join(["    " + json.encoder.encode_basestring_ascii(key) + ": " + text  # type: ignore
-                                     for key, text in items]) + "\n  }"
-    if type(value) in (list, tuple):
-        if not value:
-            return "[]"
-        texts = [_scalar(item) for item in value]
-        if any(text is None for text in texts):
-            return None
-        return "[\n" + ",\n".join(["    " + text for text in texts]) + "\n  ]"  # type: ignore[operator]
-    return None
+# dict of scalars) and ``retry_on`` (a list of strings). json's indenting encoder is pure Python
+# (~100 us a spec); without ``indent`` json uses its C encoder, and with these separators the C
+# encoder writes the same text: one call for the top level, with each non-empty container held
+# by a placeholder string, and one call per container, spliced in. Anything else goes through
+# json.dumps as before.
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+_TOP = json.JSONEncoder(sort_keys=True, separators=(",\n  ", ": "))
+_INNER = json.JSONEncoder(sort_keys=True, separators=(",\n    ", ": "))
+_MARKS = [(f"\x00{i}\x00", _TOP.encode(f"\x00{i}\x00")) for i in range(8)]  # (placeholder, its JSON)
 
 
 def _indented(document: dict[str, Any]) -> str:
-    parts = []
-    for key in sorted(document):
-        value = document[key]
-        encode = _SCALARS.get(type(value))
-        text = encode(value) if encode is not None else _container(value)
-        if text is None or type(key) is not str:
+    flat: dict[str, Any] = {}
+    inner: list[tuple[str, str]] = []  # (placeholder, text) of each non-empty container
+    for key, value in document.items():
+        kind = type(value)
+        if type(key) is not str:
             return json.dumps(document, indent=2, sort_keys=True)
-        prefix = _KEYS.get(key)
-        if prefix is None:
-            prefix = _KEYS[key] = "  " + json.encoder.encode_basestring_ascii(key) + ": "  # type: ignore[attr-defined]
-        parts.append(prefix + text)
-    return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
+        if kind in _SCALAR_TYPES or not value and kind in (dict, list, tuple):
+            flat[key] = value
+            continue
+        if kind is dict:
+            if not all(type(k) is str and type(v) in _SCALAR_TYPES for k, v in value.items()):
+                return json.dumps(document, indent=2, sort_keys=True)
+            text = "{\n    " + _INNER.encode(value)[1:-1] + "\n  }"
+        elif kind in (list, tuple):
+            if not all(type(v) in _SCALAR_TYPES for v in value):
+                return json.dumps(document, indent=2, sort_keys=True)
+            text = "[\n    " + _INNER.encode(value)[1:-1] + "\n  ]"
+        else:
+            return json.dumps(document, indent=2, sort_keys=True)
+        if len(inner) == len(_MARKS):
+            _MARKS.append((f"\x00{len(inner)}\x00", _TOP.encode(f"\x00{len(inner)}\x00")))
+        mark, marked = _MARKS[len(inner)]
+        flat[key] = mark
+        inner.append((marked, text))
+    if not flat:
+        return "{}"
+    out = "{\n  " + _TOP.encode(flat)[1:-1] + "\n}"
+    for mark, text in inner:
+        if out.count(mark) != 1:  # a value spelt like the placeholder: the slow way, to be exact
+            return json.dumps(document, indent=2, sort_keys=True)
+        out = out.replace(mark, text)
+    return out
 
 
 def spec_json(plan: PlannedRun, spec_fields: dict[str, Any] | None = None) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from orchestrator import paths
 from orchestrator.expand import RunSpec
@@ -19,6 +19,15 @@ from orchestrator.vendors.base import VendorRunner, spec_values
 from workloads import memory as _memory
 from workloads import registry
 from workloads.registry import Workload
+
+if TYPE_CHECKING:
+    from orchestrator.perfmodel.machine import Machine
+
+# ``walltime: auto`` (orchestrator/sweep.py) reaches the resolver as this walltime_s; the
+# placement gets the prediction x AUTO_MARGIN + AUTO_STARTUP_S (see auto_walltime).
+AUTO_WALLTIME = 0
+AUTO_MARGIN = 1.5
+AUTO_STARTUP_S = 300
 
 # The per-rank wrapper the templates write when a profile asks for GPU affinity
 # (relative to the run directory, the ranks' working directory).
@@ -57,6 +66,10 @@ class Resolved:
     skip_reason: str | None = None
     # Per-device peak of tensor memory predicted for the run (GB, without the device's fixed cost).
     predicted_peak_gb: float | None = None
+    # Seconds of one step and of the whole run (warm-up + timed steps) from the time model
+    # (orchestrator/perfmodel/); None where it does not apply to the workload.
+    predicted_step_s: float | None = None
+    predicted_run_s: float | None = None
 
     @property
     def skipped(self) -> bool:
@@ -90,6 +103,13 @@ def _workload_args(spec: RunSpec, workload: Workload, device_type: str, peak: fl
         args += ["--peak-tflops", repr(float(peak))]
     args += ["--output", metrics_path]
     return args
+
+
+def auto_walltime(run_s: float) -> int:
+    """``walltime: auto``: the predicted run time x AUTO_MARGIN plus AUTO_STARTUP_S (Python and
+    torch start-up, data, the first step's compile and allocation, which the step model leaves
+    out), rounded up to whole minutes."""
+    return int(math.ceil((run_s * AUTO_MARGIN + AUTO_STARTUP_S) / 60.0) * 60)
 
 
 def _fits(q: Queue, nodes: int, devices: int) -> bool:
@@ -149,13 +169,24 @@ def _pick_queue(site: SiteProfile, nodes: int, devices: int, walltime_s: int,
                   f"({longest.label}: {format_hms(longest.max_walltime_s)}{hint})")
 
 
+def _run_values(spec: RunSpec, workload: Workload) -> dict[str, Any]:
+    """A run's values as the workload's plan-time models read them: defaults, parameters, axes."""
+    return {**workload.defaults(), **spec.param_dict, "precision": spec.precision, "devices": spec.devices,
+            "strategy": spec.strategy, "batch_size": spec.batch_size, "seq_len": spec.seq_len}
+
+
+def _shape_key(spec: RunSpec) -> tuple[Any, ...]:
+    """What a plan-time prediction of a run depends on, as a cache key. The values' types are
+    part of it: 1 == 1.0 == True as dictionary keys. Raises TypeError on hashing a list value."""
+    return (spec.workload, spec.params, tuple(type(v) for _, v in spec.params), spec.precision,
+            spec.devices, spec.strategy, spec.batch_size, spec.seq_len)
+
+
 def _memory_need_gb(spec: RunSpec, workload: Workload) -> float | None:
     """Predicted GB per device of the run (None: the workload has no memory model)."""
     if workload.memory_bytes is None:
         return None
-    values: dict[str, Any] = {**workload.defaults(), **spec.param_dict, "precision": spec.precision,
-                              "devices": spec.devices, "strategy": spec.strategy,
-                              "batch_size": spec.batch_size, "seq_len": spec.seq_len}
+    values = _run_values(spec, workload)
     # Traced from the workload's program where it can be (workloads/predict_memory.py), else the formula.
     try:
         return _memory.predicted_bytes(spec.workload, values, workload.memory_bytes) / 1e9
@@ -197,6 +228,10 @@ def resolve(spec: RunSpec, site: SiteProfile, env: Mapping[str, str], python: st
 MemoryCache = dict[tuple[Any, ...], "float | None"]
 
 
+# A workload's refusal depends on the run's values alone, not the site: once per shape per process.
+_REFUSALS: dict[tuple[Any, ...], str | None] = {}
+
+
 class SiteResolver:
     """:func:`resolve` for many runs on one site: what is the same for every run (the account
     and QoS from the environment, the launcher, the workloads' paths, the queue chosen for a
@@ -215,6 +250,8 @@ class SiteResolver:
         self._extra_args = list(site.launcher.args)
         self._options = dict(site.launcher.options)
         self._wrapper = ["bash", AFFINITY_WRAPPER] if site.launcher.gpu_affinity != "none" else []
+        self._times: dict[tuple[Any, ...], tuple[float | None, float | None]] = {}
+        self._machine: Machine | bool | None = None  # False: the site has none the model can use
 
     def _pick_queue(self, nodes: int, devices: int, walltime_s: int,
                     requested: str | None) -> tuple[Queue | None, str | None]:
@@ -224,13 +261,26 @@ class SiteResolver:
             found = self._queues[key] = _pick_queue(self.site, nodes, devices, walltime_s, requested)
         return found
 
+    def _refusal(self, spec: RunSpec, workload: Workload) -> str | None:
+        """Why the workload's program would refuse this run at start (registry ``refusal``)."""
+        if workload.refusal is None:
+            return None
+        key = _shape_key(spec)
+        try:
+            if key in _REFUSALS:
+                return _REFUSALS[key]
+        except TypeError:  # an unhashable parameter value: no cache
+            key = None  # type: ignore[assignment]
+        found = workload.refusal(_run_values(spec, workload))
+        if key is not None:
+            _REFUSALS[key] = found
+        return found
+
     def _memory_need(self, spec: RunSpec, workload: Workload) -> float | None:
         """Predicted GB of tensors per device, once per distinct run shape (every site shares it)."""
         if workload.memory_bytes is None:
             return None
-        # The values' types are part of the key: 1 == 1.0 == True as dictionary keys.
-        key = (spec.workload, spec.params, tuple(type(v) for _, v in spec.params), spec.precision,
-               spec.devices, spec.strategy, spec.batch_size, spec.seq_len)
+        key = _shape_key(spec)
         try:
             if key in self._memory:
                 return self._memory[key]
@@ -238,6 +288,49 @@ class SiteResolver:
             return _memory_need_gb(spec, workload)
         need_gb = self._memory[key] = _memory_need_gb(spec, workload)
         return need_gb
+
+    def _time_need(self, spec: RunSpec, workload: Workload) -> tuple[float | None, float | None]:
+        """Predicted (step, run) seconds on this site, once per distinct run shape."""
+        from orchestrator.perfmodel.runmodel import MODELLED, run_model, run_seconds
+
+        if spec.workload not in MODELLED:
+            return None, None
+        key: tuple[Any, ...] | None = _shape_key(spec)
+        try:
+            found = self._times.get(key)  # type: ignore[arg-type]
+        except TypeError:  # an unhashable parameter value: no cache
+            key, found = None, None
+        if found is not None:
+            return found
+        values = {**workload.defaults(), **spec.param_dict}
+        result: tuple[float | None, float | None] = (None, None)
+        model = run_model(spec.workload, values, devices=spec.devices, precision=spec.precision,
+                          strategy=spec.strategy, batch_size=spec.batch_size, seq_len=spec.seq_len)
+        machine = self._get_machine() if model is not None else None
+        if model is not None and machine is not None:
+            try:
+                step = model.step_s(machine)
+                result = (step, run_seconds(step, values))
+            except (ValueError, ZeroDivisionError, OverflowError):
+                pass
+        if key is not None:
+            self._times[key] = result
+        return result
+
+    def _get_machine(self) -> "Machine | None":
+        """The site's machine for the time model, with fitted efficiency factors where calibrated."""
+        if self._machine is None:
+            from orchestrator.perfmodel.calibration import efficiency_for
+            from orchestrator.perfmodel.machine import machine_from_site
+
+            try:
+                machine = machine_from_site(self.site)
+            except ValueError:  # no peak for this device: no time prediction
+                self._machine = False
+                return None
+            fitted = efficiency_for(machine)
+            self._machine = machine.with_efficiency(fitted) if fitted else machine
+        return self._machine or None
 
     def _get_launcher(self) -> Launcher | str:
         if self._launcher is None:
@@ -260,9 +353,9 @@ class SiteResolver:
 
         predicted: float | None = None  # GB of tensors per device, once known
 
-        def skip(reason: str) -> Resolved:
+        def skip(reason: str, memory: bool = True) -> Resolved:
             need = predicted
-            if need is None and not isinstance(self._get_launcher(), VendorRunner):
+            if memory and need is None and not isinstance(self._get_launcher(), VendorRunner):
                 need = self._memory_need(spec, registry.get(spec.workload))  # shown for every run (cached)
             return Resolved(spec, site, None, reason, need)
 
@@ -288,11 +381,21 @@ class SiteResolver:
             # applications decide what can run and how, not orch's PyTorch memory model.
             reason = vendor.supports(spec.workload, spec.precision, spec_values(spec))
         else:
+            refused = self._refusal(spec, workload)
+            if refused:  # the program would refuse it at start: no job, and nothing to trace
+                return skip(f"{spec.workload} refuses these values: {refused}", memory=False)
             predicted = self._memory_need(spec, workload)
             reason = _over_memory(predicted, site) if spec.check_memory else None
         if reason:
             return skip(reason)
-        chosen, reason = self._pick_queue(nodes, spec.devices, spec.walltime_s,
+        step_s, run_s = (None, None) if isinstance(vendor, VendorRunner) else self._time_need(spec, workload)
+        walltime_s = spec.walltime_s
+        if walltime_s == AUTO_WALLTIME:
+            if run_s is None:
+                return skip(f"walltime: auto needs a predicted run time; the time model has none for "
+                            f"{spec.workload} here (give the experiment a walltime)")
+            walltime_s = auto_walltime(run_s)
+        chosen, reason = self._pick_queue(nodes, spec.devices, walltime_s,
                                           queue or getattr(spec, "queue", None))
         if chosen is None:
             return skip(reason or "no queue")
@@ -322,9 +425,10 @@ class SiteResolver:
             return skip(reason)
         placement = Placement(
             nodes=nodes, tasks_per_node=tasks_per_node, queue=None if chosen.implicit else chosen.name,
-            walltime_s=spec.walltime_s, account=account, qos=qos, launcher=launcher.name,
+            walltime_s=walltime_s, account=account, qos=qos, launcher=launcher.name,
             argv=launcher.argv(request), peak_tflops=peak, queue_tier=chosen.tier,
             devices_per_node=devices_per_node, pre_steps=launcher.pre_steps(request),
             rendezvous=launcher.rendezvous(request), hostfile=launcher.hostfile(request),
         )
-        return Resolved(spec, site, placement, predicted_peak_gb=predicted)
+        return Resolved(spec, site, placement, predicted_peak_gb=predicted, predicted_step_s=step_s,
+                        predicted_run_s=run_s)

@@ -137,6 +137,22 @@ class Device(BaseModel):
         return value
 
 
+class Network(BaseModel):
+    """The two-tier network the time model (orchestrator/perfmodel/) sees: devices in one fast
+    domain (NVLink, xGMI, Xe Link; a node's shared memory) talk at ``fast_gbs`` each way, devices
+    in different domains at ``inter_node_gbs`` per device (the node's NIC bandwidth divided by
+    its devices). GB/s per device, one direction; ``latency_us`` is a message's start-up cost
+    (alpha of the alpha-beta model). ``source`` says where the figures come from ("estimate"
+    where no reference gives them)."""
+
+    model_config = ConfigDict(extra="forbid")
+    fast_domain: int = Field(ge=1)  # devices in one fast domain (usually a node's)
+    fast_gbs: float = Field(gt=0)
+    inter_node_gbs: float = Field(gt=0)
+    latency_us: float = Field(5.0, ge=0)
+    source: str = Field(min_length=1)
+
+
 class Node(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cpus: int | None = Field(None, ge=1)
@@ -261,6 +277,7 @@ class SiteProfile(BaseModel):
     resources: Resources = Field(default_factory=Resources)
     executor: dict[str, Any] = Field(default_factory=dict)  # options for the executor
     price: Price | None = None
+    network: Network | None = None  # for the time model; None: estimated from the device type
     systems: dict[str, dict[str, Any]] = Field(default_factory=dict)
     system: str | None = None  # set when a system's overrides were applied
 
@@ -312,7 +329,7 @@ class SiteProfile(BaseModel):
 
 # A system is another machine: these sections of its overrides replace the site's wholesale
 # (nothing of one machine's device or launcher leaks into another's); other mappings merge.
-REPLACED_BY_SYSTEM = ("device", "node", "resources", "launcher", "price")
+REPLACED_BY_SYSTEM = ("device", "node", "resources", "launcher", "price", "network")
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any], top: bool = False) -> dict[str, Any]:

@@ -74,7 +74,8 @@ class Experiment(BaseModel):
     @field_validator("walltime")
     @classmethod
     def _walltime(cls, value: str | int) -> str | int:
-        parse_walltime(value)
+        if value != "auto":  # auto: the predicted run time plus a margin (resolve.auto_walltime)
+            parse_walltime(value)
         return value
 
     @field_validator("sites")
@@ -91,7 +92,8 @@ class Experiment(BaseModel):
 
     @property
     def walltime_s(self) -> int:
-        return parse_walltime(self.walltime)
+        # 0 stands for auto (orchestrator.resolve.AUTO_WALLTIME): the resolver predicts it per run.
+        return 0 if self.walltime == "auto" else parse_walltime(self.walltime)
 
 
 class Variant(BaseModel):

@@ -15,6 +15,9 @@ Figures (definitions: ``db/glossary_metrics.yaml``; study C.1 DeepBench GEMM):
 - ``tflops_per_device`` = tflops / ranks; ``mfu`` = tflops / (ranks x --peak-tflops).
 - ``flops_per_step`` = 2*M*N*K; ``bytes_per_step`` = bytes of A, B and C touched once.
 
+``--min-time S`` times more steps than ``--iters`` until they add up to S seconds (every
+rank the same count): a small shape's 100 steps can last 20 ms, which one interrupt moves.
+
 fp8 uses ``torch._scaled_mm`` on e4m3 inputs (unit scales, bf16 output), which
 needs M, N, K multiples of 16 and an fp8-capable device.
 """
@@ -55,6 +58,8 @@ def body(session: Session) -> None:
     m, n, k = args.m, args.n, args.k
     if min(m, n, k) < 1:
         raise Refused(f"M, N, K must be positive; got {m}, {n}, {k}")
+    if not 0 <= args.min_time <= 3600:
+        raise Refused(f"--min-time {args.min_time}: expected 0 to 3600 seconds")
     step = make_step(session, m, n, k)
     work = flops.gemm(m, n, k)
     session.barrier()  # every rank starts timing together

@@ -13,13 +13,22 @@ blocks and final LayerNorm, no lm_head), ``vocab_size`` and ``block_size`` the m
 ``--dropout`` and ``--tie-weights false`` complete minGPT's model (study B).
 ``--sparsity S`` prunes the blocks' linear weights by magnitude and keeps them pruned
 (``workloads/sparsity.py``; dense kernels, so no speed-up is expected on GPUs).
+
+Layouts (``workloads/layouts.py``, ``workloads/parallel.py``): ``--tp T`` tensor parallel
+(Megatron-style column/row-parallel linears over torch DTensor, vocabulary-parallel embedding,
+head and loss), ``--pp P`` pipeline stages (torch.distributed.pipelining, ``--pp-schedule``
+1f1b or gpipe over ``--microbatches`` micro-batches), the rest of the ranks data parallel
+(dp = ranks / (T x P); ddp, or FSDP2 over dp with tp). ``--sequence-parallel true`` splits
+the activations between tensor-parallel regions along the sequence; ``--activation-checkpointing
+full`` recomputes every block's forward in the backward (any strategy). A tp/pp run starts from
+the same weights as the plain run of the same seed, so its losses match it.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from workloads import lm, sparsity, strategies
+from workloads import layouts, lm, sparsity, strategies
 from workloads.data.sources import Synthetic, Windows, open_source
 from workloads.harness import Refused, Session, run_workload
 from workloads.models.configs import SIZES, GPTConfig, mingpt_params, total_params
@@ -46,16 +55,29 @@ def model_config(session: Session, source: Synthetic | Windows | None = None) ->
         cfg = cfg.with_(block_size=args.seq_len)
     if not 0.0 <= args.dropout < 1.0:
         raise Refused(f"--dropout {args.dropout}: expected 0 <= p < 1")
-    cfg = cfg.with_(attention=args.attention, dropout=args.dropout, tie_weights=args.tie_weights)
+    cfg = cfg.with_(attention=args.attention, dropout=args.dropout, tie_weights=args.tie_weights,
+                    checkpointing=layouts.checkpointing_on(args.activation_checkpointing))
     if cfg.n_embd % cfg.n_head:
         raise Refused(f"{args.model}: hidden {cfg.n_embd} not divisible by {cfg.n_head} heads")
     return cfg
 
 
+def layout_of(session: Session) -> layouts.Layout:
+    """The run's tp x pp x dp layout, or a refusal saying why it cannot run."""
+    preset = SIZES[session.args.model]
+    try:
+        return layouts.resolve(vars(session.args), session.world_size, n_layer=preset.n_layer,
+                               n_head=preset.n_head)
+    except layouts.LayoutError as exc:
+        raise Refused(str(exc)) from None
+
+
 def body(session: Session) -> None:
     args = session.args
+    layout = layout_of(session)
     vocab = args.vocab_size if args.vocab_size > 0 else SIZES[args.model].vocab_size  # synthetic ids
-    source = open_source(args.data, vocab, session.device.torch_device, args.seed, session.rank,
+    # Data by replica: the ranks of one tensor/pipeline-parallel group read the same batches.
+    source = open_source(args.data, vocab, session.device.torch_device, args.seed, layout.dp_rank(session.rank),
                          tokenizer=args.tokenizer)
     cfg = model_config(session, source)
     # model_params_with_position (lm.py) is minGPT's printed count; these make it readable.
@@ -67,7 +89,7 @@ def body(session: Session) -> None:
         pruned = sparsity.attach(trainer, args.sparsity, args.strategy) if args.sparsity > 0 else None
         return lambda: {**counts, **(pruned() if pruned is not None else {})}
 
-    lm.run(session, cfg, source, prepare=prepare)
+    lm.run(session, cfg, source, prepare=prepare, layout=layout)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,10 +21,12 @@ FLOP formula of its own (it reports tokens/s), so none is added for it.
 Figures (definitions: ``db/glossary_metrics.yaml``; T = ``timed_time_s``, the sum of
 the timed steps' times, each the slowest rank's; n = timed steps):
 
-- ``tokens_per_s`` = tokens_per_step x n / T, tokens_per_step = b x s x accum x ranks
+- ``tokens_per_s`` = tokens_per_step x n / T, tokens_per_step = b x s x m x dp
   (studies A, B: total tokens over total time); ``tokens_per_s_median`` =
-  tokens_per_step / median step time.
-- ``samples_per_s`` = global_batch x n / T, global_batch = b x accum x ranks;
+  tokens_per_step / median step time. m = micro-batches per step (``grad_accum``, or
+  ``microbatches`` with pipeline stages), dp = data-parallel replicas = ranks / (tp x pp)
+  (``workloads/layouts.py``; ranks of one replica read the same data).
+- ``samples_per_s`` = global_batch x n / T, global_batch = b x m x dp;
   ``samples_per_s_median`` likewise at the median step.
 - ``tflops`` = flops_per_token x tokens_per_s / 1e12 (all ranks); ``tflops_median`` at
   the median step; ``tflops_per_device`` = tflops / ranks (study D);
@@ -33,6 +35,8 @@ the timed steps' times, each the slowest rank's; n = timed steps):
   --epochs 1) averaged over ranks (study B), ``epoch_time_max_s`` its slowest rank,
   ``epoch_tokens_per_s`` = tokens_per_step x steps_per_epoch / epoch_time_s. The
   step-based figures above cover every step after the first --warmup, across epochs.
+- ``dp``, ``tp``, ``pp``, ``microbatches``: the layout (settings, stored for SQL). ``loss`` is
+  rank 0's, that of the step's last micro-batch (with pipeline stages: on the last stage).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from workloads import flops, strategies
 from workloads.data.sources import Batch, Synthetic, Windows
 from workloads.harness import Refused, Session
 from workloads.harness.timing import rate, rate_figures
+from workloads.layouts import Layout
 from workloads.models.configs import GPTConfig, num_params
 from workloads.predict_memory import LiveBytes
 
@@ -56,9 +61,13 @@ from workloads.predict_memory import LiveBytes
 Prepare = Callable[[strategies.Trainer], Callable[[], dict[str, Any]]]
 
 
-def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: Prepare | None = None) -> None:
+def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: Prepare | None = None,
+        layout: Layout | None = None) -> None:
     args = session.args
-    b, s, accum = args.batch_size, args.seq_len, max(1, args.grad_accum)
+    # Data parallel over every rank unless the workload gives a tensor/pipeline layout.
+    layout = layout or Layout(dp=session.world_size, microbatches=max(1, args.grad_accum))
+    b, s, accum = args.batch_size, args.seq_len, layout.microbatches
+    dp, dp_rank = layout.dp, layout.dp_rank(session.rank)  # ranks of one replica read the same data
     if b < 1 or s < 1:
         raise Refused(f"batch size and sequence length must be positive (got {b}, {s})")
     if source.max_token is not None and source.max_token >= cfg.vocab_size:
@@ -74,11 +83,12 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
     cpu = session.device.type == "cpu" and not getattr(args, "compile", False)  # no dispatch mode under compile
     tracker = tracking.enter_context(LiveBytes()) if cpu else None
     trainer = strategies.build(session, args.strategy, cfg, lr=args.lr, batch=b, accum=accum,
-                               compile_=getattr(args, "compile", False))
+                               compile_=getattr(args, "compile", False), layout=layout)
     extra_metrics = prepare(trainer) if prepare is not None else None
     n = num_params(cfg)
     session.log(f"{args.strategy}: {n / 1e6:.1f}M parameters (without position embedding), "
-                f"{session.world_size} rank(s), batch {b} x seq {s} x accumulation {accum}")
+                f"{session.world_size} rank(s) (dp {dp} x tp {layout.tp} x pp {layout.pp}), "
+                f"batch {b} x seq {s} x {accum} micro-batch(es)")
 
     done = 0
 
@@ -93,7 +103,7 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
     epoch_times: list[float] = []
     steps_per_epoch: int | None = None
     if args.epochs <= 0:
-        it = source.batches(b, s, session.rank, session.world_size)
+        it = source.batches(b, s, dp_rank, dp)
         for _ in range(args.warmup):
             loss = step(it)
         clock = session.clock()
@@ -104,15 +114,15 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         times = clock.times()
         warmup = args.warmup
     else:
-        steps_per_epoch = source.steps_per_epoch(b, s, session.world_size) // accum
+        steps_per_epoch = source.steps_per_epoch(b, s, dp) // accum
         if args.max_steps_per_epoch > 0:
             steps_per_epoch = min(steps_per_epoch, args.max_steps_per_epoch)
         if steps_per_epoch < 1:
             raise Refused(f"{source.name}: less than one step per epoch at batch {b} x {accum} on "
-                          f"{session.world_size} rank(s)")
+                          f"{dp} data-parallel replica(s)")
         all_times: list[float] = []
         for epoch in range(args.epochs):
-            it = source.epoch(epoch, b, s, session.rank, session.world_size)
+            it = source.epoch(epoch, b, s, dp_rank, dp)
             clock = session.clock()
             clock.start()  # synchronises: the epoch starts with an idle device
             began = time.perf_counter()
@@ -126,11 +136,11 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
 
     tracking.close()
     steps = session.slowest_steps(times)
-    tokens_per_step = b * s * accum * session.world_size
-    global_batch = b * accum * session.world_size
+    tokens_per_step = b * s * accum * dp
+    global_batch = b * accum * dp
     per_token = flops.gpt_train_flops_per_token(n, cfg.n_layer, cfg.n_embd, s)
     model_flops = rate(per_token * tokens_per_step, steps).total  # FLOP/s, all ranks
-    final_loss = float(loss.float().item())
+    final_loss = trainer.final_loss(loss)
     results: dict[str, Any] = {
         **rate_figures("tokens_per_s", tokens_per_step, steps),
         **rate_figures("samples_per_s", global_batch, steps),
@@ -143,6 +153,10 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         "tokens_per_step": tokens_per_step,
         "global_batch": global_batch,
         "loss": final_loss,
+        "dp": dp,
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "microbatches": accum,
     }
     if tracker is not None:
         results["peak_tensor_bytes"] = int(session.max_all(tracker.peak))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from workloads import flops, shapes
+from workloads import flops, layouts, shapes
 from workloads.models.configs import SIZES, GPTConfig
 
 BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
@@ -57,6 +57,17 @@ def activation_bytes(layers: int, batch: int, seq: int, hidden: int, vocab: int,
 
 def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int | None = None,
                  default_batch: int = 8, default_seq: int = 1024) -> int:
+    """Per-rank bytes of a GPT training run, by formula (the traced prediction's fallback, and the
+    only prediction of tensor/pipeline layouts, ``tp``/``pp`` > 1).
+
+    Layouts (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+    Models"): a rank holds the largest stage's blocks (ceil(L/pp)) and the embedding, its
+    linears and vocabulary divided by tp (position embedding and LayerNorms replicated),
+    the states split further over dp by the strategy. Activations per layer s*b*h*(10 + 24/tp)
+    (34/tp with sequence parallel; 2/tp, the block's input, with full checkpointing, plus one
+    layer's recompute); the first stage keeps min(micro-batches, pp) micro-batches in flight
+    under 1F1B, all of them under GPipe; the logits (vocabulary / tp) only on the last stage.
+    """
     cfg = SIZES[str(p.get("model") or default_model)]
     # Character tokens: the text's alphabet, at most 256 for the texts here (67 for shakespeare).
     data_vocab = 256 if str(p.get("tokenizer") or "") == "char" else cfg.vocab_size
@@ -66,15 +77,30 @@ def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int |
     precision = str(p.get("precision") or "fp32")
     block = _int(p, "block_size", max(seq, cfg.block_size))
     untied = str(p.get("tie_weights", True)).lower() in ("false", "0")
-    n = (vocab * (2 if untied else 1) * cfg.n_embd + cfg.n_layer * flops.transformer_layer_params(cfg.n_embd)
-         + block * cfg.n_embd)
-    states = model_state_bytes(n, str(p.get("strategy") or "ddp"), _int(p, "devices", 1), precision)
-    activations = activation_bytes(cfg.n_layer, batch, seq, cfg.n_embd, vocab, precision)
+    tp, pp = max(1, _int(p, "tp", 1)), max(1, _int(p, "pp", 1))
+    devices = _int(p, "devices", 1)
+    dp = max(1, devices // (tp * pp))
+    sp = str(p.get("sequence_parallel", False)).lower() in ("true", "1")
+    checkpointing = layouts.checkpointing_on(p.get("activation_checkpointing"))
+    layers = -(-cfg.n_layer // pp)  # the largest stage's blocks
+    embedding = vocab * (2 if untied and pp == 1 else 1) * cfg.n_embd
+    n = (embedding + layers * flops.transformer_layer_params(cfg.n_embd)) / tp + block * cfg.n_embd
+    states = model_state_bytes(int(n), str(p.get("strategy") or "ddp"), dp, precision)
+    scale = 2 if BYTES.get(precision, 4) == 4 else 1
+    full_layer = seq * batch * cfg.n_embd * (34 / tp if sp else 10 + 24 / tp) * scale
     if str(p.get("attention") or "sdpa") == "manual":
         # Unfused attention keeps the scores, their softmax (16-bit) and the dropout mask:
-        # Korthikanti et al.'s 5*a*s^2*b bytes per layer (doubled for fp32).
-        scale = 2 if BYTES.get(precision, 4) == 4 else 1
-        activations += cfg.n_layer * 5 * cfg.n_head * seq * seq * batch * scale
+        # Korthikanti et al.'s 5*a*s^2*b bytes per layer (doubled for fp32), heads split by tp.
+        full_layer += 5 * cfg.n_head * seq * seq * batch * scale / tp
+    kept_layer = seq * batch * cfg.n_embd * 2 * scale / (tp if sp else 1) if checkpointing else full_layer
+    recompute = full_layer if checkpointing else 0.0
+    logits = activation_bytes(0, batch, seq, 1, vocab, precision) / tp
+    if pp == 1:
+        activations = layers * kept_layer + recompute + logits
+    else:
+        micro = max(1, _int(p, "microbatches", 0) or (_int(p, "grad_accum", 1) if _int(p, "grad_accum", 1) > 1 else pp))
+        in_flight = micro if str(p.get("pp_schedule") or "1f1b") == "gpipe" else min(micro, pp)
+        activations = max(layers * kept_layer * in_flight, layers * kept_layer + logits) + recompute
     return int(states + activations)
 
 
@@ -136,7 +162,8 @@ def model_config(p: dict[str, Any], default_model: str = "gpt2") -> GPTConfig:
     block = _int(p, "block_size", 0)
     cfg = cfg.with_(block_size=block) if block else cfg.with_(block_size=max(seq, cfg.block_size))
     return cfg.with_(attention=str(p.get("attention") or "sdpa"), dropout=float(p.get("dropout") or 0.0),
-                     tie_weights=_bool(p.get("tie_weights"), True))
+                     tie_weights=_bool(p.get("tie_weights"), True),
+                     checkpointing=layouts.checkpointing_on(p.get("activation_checkpointing")))
 
 
 @dataclass(frozen=True)
@@ -158,7 +185,8 @@ class Inputs:
                    max(1, _int(p, "grad_accum", 1)))
 
 
-_CODE = ("memory.py", "predict_memory.py", "strategies.py", "lm.py", "models/gpt.py", "models/configs.py")
+_CODE = ("memory.py", "predict_memory.py", "strategies.py", "lm.py", "layouts.py", "models/gpt.py",
+         "models/configs.py")
 _cache: dict[str, int] = {}
 _code_version: str | None = None
 
@@ -231,6 +259,8 @@ def program_bytes(workload: str, p: dict[str, Any]) -> int | None:
     model = TRACED_WORKLOADS.get(workload)
     if model is None or os.environ.get("ORCH_MEMORY_TRACE") == "0":
         return None
+    if _int(p, "tp", 1) > 1 or _int(p, "pp", 1) > 1:
+        return None  # tensor/pipeline layouts: the formula (gpt_training), not traced
 
     def compute(inputs: Inputs) -> int:
         global _torch_present

@@ -60,6 +60,10 @@ class Workload:
     epilog: str = field(default="", compare=False)
     # Named model presets with their parameter counts (``orch workloads show`` prints them).
     presets: Callable[[], list[dict[str, Any]]] | None = field(default=None, compare=False)
+    # Why the program would refuse these values (a run's values with devices, precision and the
+    # axes filled in), or None: ``orch plan`` skips such a run with the reason instead of
+    # submitting a job that can only fail at start. Pure Python, like this module.
+    refusal: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.axes) - set(AXES)
@@ -99,6 +103,13 @@ COMMON_PARAMS: tuple[Param, ...] = (
 )
 
 
+# Timed steps past --iters until they last this long: a short timed region is at the mercy of
+# one interrupt (workloads/harness/session.py, Session.time_steps).
+MIN_TIME_PARAM = Param("min_time", float, 0.0,
+                       "seconds the timed steps must add up to: more steps than --iters are timed "
+                       "until they do (0: exactly --iters; at most 20,000 steps in all)")
+
+
 def _gemm_memory(p: dict[str, Any]) -> int:
     m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
     return (m * k + k * n + m * n) * BYTES_PER_ELEMENT.get(str(p.get("precision", "fp32")), 4)
@@ -122,6 +133,7 @@ register(
             Param("m", int, 1024, "M: rows of A and C", flag_name="size-m"),
             Param("n", int, 1024, "N: columns of B and C", flag_name="size-n"),
             Param("k", int, 1024, "K: columns of A, rows of B", flag_name="size-k"),
+            MIN_TIME_PARAM,
         ),
         distributed=True,
         memory_bytes=_gemm_memory,
@@ -140,6 +152,7 @@ register(
 from workloads import memory as _memory  # noqa: E402  (pure Python, like this module)
 from workloads.models import configs as _gpt_configs  # noqa: E402
 from workloads.models.configs import SIZES as _GPT_SIZES  # noqa: E402
+from workloads import layouts as _layouts  # noqa: E402  (pure Python)
 from workloads.shapes import PRESET_NAMES as _PRESETS  # noqa: E402
 
 _PRIMITIVE_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -276,6 +289,28 @@ def _lm_params(default_model: str) -> tuple[Param, ...]:
     )
 
 
+def _lm_refusal(default_model: str) -> Callable[[dict[str, Any]], str | None]:
+    """What workloads/gpt2.py and genslm.py refuse at start, checked at plan time."""
+
+    def refusal(p: dict[str, Any]) -> str | None:
+        cfg = _GPT_SIZES.get(str(p.get("model") or default_model))
+        if cfg is None:
+            return None  # the parameter's choices already name the sizes
+        try:
+            seq, block = int(p.get("seq_len") or 0), int(p.get("block_size") or 0)
+        except (TypeError, ValueError):
+            return None  # the sweep's types are checked before this; nothing to add
+        if block > 0 and seq > block:
+            return f"seq_len {seq} exceeds block_size {block} (the model has {block} positions)"
+        try:
+            _layouts.resolve(p, int(p.get("devices") or 1), n_layer=cfg.n_layer, n_head=cfg.n_head)
+        except _layouts.LayoutError as exc:
+            return str(exc)
+        return None
+
+    return refusal
+
+
 _LM_EPILOG = (
     "Model FLOPs per token 6N + 12*L*h*s (N without the position embedding; attention not halved\n"
     "for causality); tflops = that x tokens/s over all ranks; mfu = tflops / (ranks x --peak-tflops).\n"
@@ -309,6 +344,18 @@ register(
                   "matrix (minGPT)"),
             Param("sparsity", float, 0.0, "fraction of each transformer linear weight pruned by magnitude and "
                   "kept zero after every step (0: dense; ddp only; workloads/sparsity.py)"),
+            Param("tp", int, 1, "tensor-parallel degree: Megatron-style column/row-parallel linears (torch "
+                  "DTensor), vocabulary-parallel embedding, head and loss; divides the heads"),
+            Param("pp", int, 1, "pipeline stages (torch.distributed.pipelining), blocks split evenly; "
+                  "data-parallel degree dp = ranks / (tp x pp)"),
+            Param("microbatches", int, 0, "pipeline micro-batches of --batch-size per step and replica (0: "
+                  "--grad-accum if above 1, else --pp); without --pp it must be 0 or --grad-accum"),
+            Param("pp_schedule", str, "1f1b", "pipeline schedule: 1f1b (Schedule1F1B, needs microbatches >= pp) "
+                  "| gpipe (ScheduleGPipe)", ("1f1b", "gpipe")),
+            Param("sequence_parallel", bool, False, "split activations along the sequence between the "
+                  "tensor-parallel regions (LayerNorms, dropout, residual stream); needs --tp >= 2"),
+            Param("activation_checkpointing", str, "none", "none | full (every block's forward recomputed in "
+                  "the backward, only its input kept; any strategy)", ("none", "full")),
         ),
         axes=frozenset({"batch_size", "seq_len", "strategy"}),
         axis_defaults={"batch_size": 8, "seq_len": 1024, "strategy": "ddp"},
@@ -316,6 +363,7 @@ register(
         strategies=_LM_STRATEGIES,
         precisions=TRAINING_PRECISIONS,
         memory_bytes=lambda p: _memory.gpt_training(p, default_model="gpt2"),
+        refusal=_lm_refusal("gpt2"),
         presets=_gpt_configs.preset_rows,
         epilog=_LM_EPILOG + (
             "Study B (lightning-GPT/minGPT): --data shakespeare --tokenizer char --block-size 128 --seq-len 128\n"
@@ -324,9 +372,15 @@ register(
             "--data file:/path/to/shakespeare_input.txt --tokenizer char.\n"
             "--sparsity S: magnitude pruning of the blocks' linear weights, masks re-applied after each step;\n"
             "dense kernels run them (no speed-up expected on GPUs); model FLOPs stay the dense count.\n"
+            "Layouts (workloads/layouts.py): ranks = dp x tp x pp, tp innermost; tokens per step =\n"
+            "batch x seq x micro-batches x dp. --tp with ddp (gradients averaged over dp after the backward)\n"
+            "or fsdp-full/fsdp-grad-op (FSDP2 over dp); --pp with ddp; ZeRO 1-3 refuse tp/pp. Metrics dp, tp, pp,\n"
+            "microbatches record the layout; loss is the last stage's with --pp.\n"
             "sizes: " + ", ".join(_GPT_SIZES) + "\n"
             "example: torchrun --nproc-per-node 4 -m workloads.gpt2 --model gpt2-medium --batch-size 16 "
-            "--strategy fsdp-full --precision bf16"
+            "--strategy fsdp-full --precision bf16\n"
+            "example: torchrun --nproc-per-node 8 -m workloads.gpt2 --model gpt3-2.7b --tp 4 --pp 2 --microbatches 8 "
+            "--sequence-parallel true --activation-checkpointing full --precision bf16"
         ),
     )
 )
@@ -345,6 +399,7 @@ register(
         strategies=_LM_STRATEGIES,
         precisions=TRAINING_PRECISIONS,
         memory_bytes=lambda p: _memory.gpt_training(p, default_model="gpt2-xl", vocab=70, default_batch=1),
+        refusal=_lm_refusal("gpt2-xl"),
         epilog=_LM_EPILOG + "The study's sequence lengths are 1024 and 10240 codons.",
     )
 )

@@ -8,6 +8,9 @@
   by shard, so a model need not fit one device unsharded.
 - ``zero1`` / ``zero2`` / ``zero3``: DeepSpeed ZeRO stages (imported only when asked for).
 
+Tensor and pipeline parallel layouts (``tp``/``pp`` > 1, ``workloads/layouts.py``) are built by
+``workloads/parallel.py``; activation checkpointing is the model's own (``GPTConfig.checkpointing``).
+
 Precision: ddp/fsdp keep fp32 weights and run under autocast (fp16 adds a GradScaler);
 DeepSpeed uses its own fp16 (dynamic loss scale) or bf16 mode with fp32 master weights.
 """
@@ -22,6 +25,7 @@ import torch
 import torch.nn as nn
 
 from workloads.harness import Refused, Session
+from workloads.layouts import Layout
 from workloads.models.configs import GPTConfig
 from workloads.models.gpt import GPT
 
@@ -37,6 +41,10 @@ class Trainer:
 
     def step(self, micro: list[Batch]) -> torch.Tensor:
         raise NotImplementedError
+
+    def final_loss(self, loss: torch.Tensor) -> float:
+        """The loss to report from what ``step`` returned (pipeline stages: the last stage's)."""
+        return float(loss.float().item())
 
 
 class TorchTrainer(Trainer):
@@ -189,7 +197,13 @@ def _deepspeed(session: Session, cfg: GPTConfig, lr: float, stage: int, batch: i
 
 
 def build(session: Session, strategy: str, cfg: GPTConfig, *, lr: float, batch: int, accum: int,
-          compile_: bool = False) -> Trainer:
+          compile_: bool = False, layout: Layout | None = None) -> Trainer:
+    if layout is not None and layout.model_parallel:
+        from workloads import parallel
+
+        if layout.pp > 1:
+            return parallel.build_pipeline(session, strategy, cfg, layout, lr)  # type: ignore[return-value]
+        return parallel.build_tensor_parallel(session, strategy, cfg, layout, lr)  # type: ignore[return-value]
     if strategy == "ddp":
         return _ddp(session, cfg, lr, compile_)
     if strategy in ("fsdp-full", "fsdp-grad-op"):

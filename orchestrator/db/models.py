@@ -76,6 +76,9 @@ class Run(Base):
     peak_bandwidth_gbs: Mapped[float | None] = mapped_column(Float)
     # Per-device peak of live tensor memory predicted at plan time (migration 0007), GB.
     predicted_peak_gb: Mapped[float | None] = mapped_column(Float)
+    # Seconds of a step and of the whole run predicted at plan time by the time model (migration 0008).
+    predicted_step_s: Mapped[float | None] = mapped_column(Float)
+    predicted_run_s: Mapped[float | None] = mapped_column(Float)
     orch_version: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)

@@ -19,7 +19,7 @@ DERIVED_SQL = "derived_0005.sql"
 VIEW_NAMES = ("prediction_error", "inference", "reference_check", "provenance", "cost", "scaling", "repeat_spread",
               "throughput", "results")
 INFERENCE_SQL = "inference_0006.sql"
-PREDICTION_ERROR_SQL = "prediction_error_0007.sql"
+PREDICTION_ERROR_SQL = "prediction_error_0008.sql"
 # params is JSON text: each dialect has its own lookup (as in migration 0006).
 _MODEL = {"sqlite": "json_extract(rr.params, '$.model')", "postgresql": "(rr.params::json ->> 'model')"}
 

@@ -1,6 +1,7 @@
 """The ``local`` executor: jobs run on this machine through submitit's LocalExecutor.
 
-The job id is the pid of submitit's job controller, which outlives ``orch submit``.
+The job id is the pid of submitit's job controller, which outlives ``orch submit`` and
+runs in a session of its own (a Ctrl-C of ``orch submit`` does not reach it).
 Any later ``orch`` process can follow a job from the files submitit writes
 (``<folder>/<id>_0_result.pkl``) and from ``/proc``.
 
@@ -13,14 +14,18 @@ when it got them. The capacity is ``$ORCH_LOCAL_CORES``, else the profile's
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import signal
+import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Iterator
 
 import submitit
+import submitit.local.local as submitit_local
 
 from orchestrator.errors import UserError
 from orchestrator.executors.base import Executor, FailureClass, JobInfo, JobRequest, JobState
@@ -66,6 +71,28 @@ def _detached_output() -> Iterator[None]:
             os.close(fd)
 
 
+class _SessionLocalExecutor(submitit.LocalExecutor):
+    """submitit's LocalExecutor whose job controllers start in a session of their own.
+
+    By default a controller shares ``orch submit``'s process group, so a Ctrl-C in the
+    terminal (SIGINT to the whole group) during a submit also stopped the jobs it had
+    started, which were then recorded lost and retried. A local job now outlives its
+    submitter as a real scheduler's job does; ``orch cancel`` stops it.
+    """
+
+    # submitit's start_controller calls ``subprocess.Popen`` with no way to pass options, so the
+    # module's name is pointed, for that one call, at a Popen that starts a new session.
+    _popen = types.SimpleNamespace(Popen=functools.partial(subprocess.Popen, start_new_session=True))
+
+    def _submit_command(self, command: str) -> submitit_local.LocalJob:
+        original = submitit_local.subprocess
+        submitit_local.subprocess = self._popen  # type: ignore[assignment]
+        try:
+            return super()._submit_command(command)
+        finally:
+            submitit_local.subprocess = original
+
+
 class LocalExecutor(Executor):
     scheduler = "local"
 
@@ -96,7 +123,7 @@ class LocalExecutor(Executor):
     def _submit(self, requests: list[JobRequest]) -> list[str]:
         ids: list[str] = []
         for req in requests:
-            executor = submitit.LocalExecutor(folder=self.folder)
+            executor = _SessionLocalExecutor(folder=self.folder)
             executor.update_parameters(timeout_min=CONTROLLER_TIMEOUT_MIN, signal_delay_s=1,
                                        tasks_per_node=1, nodes=1)
             job = executor.submit(run_batch_script, str(req.script_path), str(req.run_dir),

@@ -92,7 +92,6 @@ def build_report(engine: Engine, output: Path, directory: bool, sweeps: list[str
         if directory:
             svg_path, png_path = figure_dir / f"{data.key}.svg", figure_dir / f"{data.key}.png"
             _write(svg_path, document.encode())
-            fig.set_layout_engine("none")  # the layout the SVG got: not computed twice
             _write(png_path, draw.png_bytes(fig))
             files += [svg_path, png_path]
             links = [f"figures/{data.key}.svg", f"figures/{data.key}.png"]

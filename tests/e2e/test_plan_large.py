@@ -72,7 +72,11 @@ def test_all_lists_every_run(workdir: Path) -> None:
     out = run_orch("plan", str(sweep), "--dry-run", "--all", cwd=workdir, env=ENV, check=True).stdout
     lines = out.splitlines()
     assert lines[0] == "sweep campaign" and lines[1].split()[:2] == ["run_id", "experiment"]
-    assert len(lines) == 2 + RUNS + 1 and len({line.split()[0] for line in lines[2:-1]}) == RUNS
+    listing, tail = lines[2:2 + RUNS], lines[2 + RUNS:]
+    assert len({line.split()[0] for line in listing}) == RUNS
+    # After the listing only the summary: the predicted cost where there is one, then the counts.
+    assert tail and tail[-1].startswith(f"{RUNS} runs:") and len(tail) <= 2
+    assert all(line.startswith("predicted:") for line in tail[:-1])
 
 
 def test_recording_in_bulk_then_replanning_adds_nothing(workdir: Path, db_url: str) -> None:

@@ -45,3 +45,23 @@ def test_fp8_refused_on_cpu_with_exit_2() -> None:
 def test_gemm_help() -> None:
     proc = run_module("workloads.gemm", ["--help"])
     assert "--size-m" in proc.stdout and "--precision" in proc.stdout and "2*M*N*K" in proc.stdout
+
+
+def test_min_time_times_more_steps_until_they_last_that_long(run_workload) -> None:
+    # A 32^3 product takes microseconds: 3 timed steps last far less than 0.3 s, so --min-time
+    # adds steps, every one of them timed and counted in tflops.
+    doc = run_workload("workloads.gemm", ["--size-m", "32", "--size-n", "32", "--size-k", "32", "--warmup", "1",
+                                          "--iters", "3", "--min-time", "0.3"], nproc=2)
+    steps = doc["timing"]["step_times_s"]
+    assert doc["timing"]["timed_steps"] == len(steps) > 3
+    # Extended (re-estimated each round) to at least 0.3 s, unless the cap on timed steps
+    # binds first (a 32^3 product can take 3 us: 0.3 s would be 100,000 steps); 0.15 leaves slack.
+    from workloads.harness.timing import MAX_TIMED_STEPS
+    assert math.fsum(steps) >= 0.15 or len(steps) == MAX_TIMED_STEPS
+    m = doc["metrics"]
+    assert math.isclose(m["timed_time_s"], math.fsum(steps), rel_tol=1e-12)
+
+
+def test_min_time_out_of_range_is_refused() -> None:
+    proc = run_module("workloads.gemm", ["--m", "8", "--n", "8", "--k", "8", "--min-time", "-1"], check=False)
+    assert proc.returncode == 2 and "--min-time" in proc.stderr and "Traceback" not in proc.stderr

@@ -104,6 +104,38 @@ def test_sharding_lowers_the_predicted_peak_per_rank(predict: Any) -> None:
     assert predict("gpt-micro", "ddp", "fp32", 2) > predict("gpt-micro", "ddp", "fp32", 1)  # DDP's buckets
 
 
+@pytest.mark.parametrize("strategy", ["fsdp-full", "fsdp-grad-op"])
+def test_fsdp_beyond_4_ranks_extrapolates_to_what_a_direct_trace_gives(predict: Any, strategy: str) -> None:
+    """FSDP on 8 ranks is predicted as a + b/N from the 2- and 4-rank traces (predict_memory._by_ranks):
+    the same bytes as tracing 8 ranks directly, and less per rank than on 4."""
+    from workloads import memory, predict_memory
+
+    p = {"model": "gpt-micro", "strategy": strategy, "precision": "bf16", "devices": 8, **SHAPE}
+    extrapolated = predict("gpt-micro", strategy, "bf16", 8)
+    direct = predict_memory._by_layers(memory.Inputs.of(p), predict_memory.measure_step)
+    print(f"gpt-micro {strategy} bf16 8 ranks: extrapolated {extrapolated} B, traced {direct} B")
+    assert abs(extrapolated - direct) <= 0.001 * direct
+    assert extrapolated < predict("gpt-micro", strategy, "bf16", 4)
+
+
+@pytest.mark.parametrize("strategy,ranks", [("ddp", 2), ("fsdp-full", 2), ("fsdp-grad-op", 1)])
+def test_a_deep_model_extrapolates_to_what_a_direct_trace_gives(strategy: str, ranks: int) -> None:
+    """Beyond 4 layers the peak is extrapolated from 2- and 3-layer traces (predict_memory._by_layers):
+    the same bytes as tracing all 7 layers."""
+    from dataclasses import replace
+
+    from workloads import memory, predict_memory
+
+    p = {"model": "gpt-micro", "strategy": strategy, "precision": "bf16", "devices": ranks, **SHAPE}
+    inputs = memory.Inputs.of(p)
+    deep = replace(inputs, cfg=inputs.cfg.with_(n_layer=7))
+    extrapolated = predict_memory.compute_bytes(deep)
+    direct = predict_memory.measure_step(deep)
+    print(f"gpt-micro x 7 layers {strategy} bf16 {ranks} rank(s): extrapolated {extrapolated} B, traced {direct} B")
+    assert abs(extrapolated - direct) <= 0.001 * direct
+    assert extrapolated > predict_memory.compute_bytes(inputs)  # 7 layers hold more than 4
+
+
 def test_a_prediction_is_cached_in_process_and_on_disk(predict: Any) -> None:
     from workloads import memory, predict_memory
 

@@ -92,3 +92,10 @@ def test_conv2d_reports_the_study_c_figure(run_workload) -> None:
     fwd = doc["timing"]["forward_times_s"]
     assert m["tflops_forward_study_c"] == pytest.approx(total_rate(study_forward, fwd) / 1e12, rel=1e-12)
     assert (m["out_w"], m["out_h"]) == (5, 5)
+
+
+def test_extra_steps_reach_the_minimum_time_within_the_cap() -> None:
+    assert timing.extra_steps(100, 0.02, 1.0) == 4900  # 100 steps in 20 ms: 5,000 in 1 s
+    assert timing.extra_steps(100, 1.5, 1.0) == 0  # already long enough
+    assert timing.extra_steps(100, 0.0, 1.0) == timing.MAX_TIMED_STEPS - 100  # no time measured: the cap
+    assert timing.extra_steps(0, 0.0, 1.0) == 0

@@ -57,9 +57,25 @@ class Session:
 
     # --- timing and reductions ------------------------------------------------------------
     def time_steps(self, step: Callable[[], Any], warmup: int | None = None, iters: int | None = None) -> list[float]:
+        """``warmup`` untimed steps, then ``iters`` timed ones, then more while the timed steps
+        add up to less than ``--min-time`` seconds (workloads that take it, e.g. gemm).
+
+        Why: a short timed region (a 256^3 product is 0.2 ms on a CPU core, 100 steps 20 ms)
+        lets one interrupt or page fault move the figure by tens of percent. The extra steps
+        are decided from the slowest rank's total (re-estimated until reached), so every rank runs the same count (a
+        step may be collective); at most ``timing.MAX_TIMED_STEPS`` steps in all.
+        """
         warmup = self.args.warmup if warmup is None else warmup
         iters = self.args.iters if iters is None else iters
-        return timing.time_steps(self.device, step, warmup, iters)
+        times = timing.time_steps(self.device, step, warmup, iters)
+        min_time = float(getattr(self.args, "min_time", 0.0) or 0.0)
+        # Re-estimated each round (at most 10): the first steps' rate can be off (one slow step).
+        for _ in range(10 if min_time > 0 and times else 0):
+            extra = timing.extra_steps(len(times), self.max_all(sum(times)), min_time)
+            if not extra:
+                break
+            times += timing.time_steps(self.device, step, 0, extra)
+        return times
 
     def clock(self) -> timing.StepClock:
         return timing.StepClock(self.device)

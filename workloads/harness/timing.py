@@ -129,6 +129,19 @@ class StepClock:
         return [b - a for a, b in zip(self._marks, self._marks[1:])]
 
 
+# The most timed steps a run's --min-time may add up to: every step's time goes into the
+# metrics file (ingest refuses files over 16 MiB; 20,000 times are about 0.5 MB).
+MAX_TIMED_STEPS = 20_000
+
+
+def extra_steps(done: int, timed_s: float, min_time_s: float) -> int:
+    """Steps to add to ``done`` timed steps that took ``timed_s`` so they last ``min_time_s``."""
+    if done <= 0 or timed_s >= min_time_s:
+        return 0
+    wanted = math.ceil(done * min_time_s / max(timed_s, 1e-9)) - done
+    return max(0, min(wanted, MAX_TIMED_STEPS - done))
+
+
 def time_steps(device: Device, step: Callable[[], Any], warmup: int, iters: int) -> list[float]:
     """Run ``step`` warmup times untimed, then iters times timed; seconds per timed step."""
     for _ in range(warmup):

@@ -69,6 +69,9 @@ class GPTConfig:
     # them); manual: minGPT's softmax(QK^T/sqrt(d)) with the s x s scores materialised.
     attention: str = "sdpa"
     tie_weights: bool = True  # output head shares the token embedding (GPT-2); minGPT does not tie
+    # Activation checkpointing: each block keeps only its input and recomputes its forward
+    # during the backward (torch.utils.checkpoint); no model FLOPs added, hardware FLOPs are.
+    checkpointing: bool = False
 
     def with_(self, **changes: object) -> "GPTConfig":
         return replace(self, **changes)  # type: ignore[arg-type]

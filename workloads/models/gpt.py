@@ -12,6 +12,12 @@ Attention (``cfg.attention``):
 With ``cfg.dropout`` > 0, dropout also follows the embeddings and each residual branch
 (minGPT's embd_pdrop and resid_pdrop); at 0 those are not in the graph at all.
 ``cfg.tie_weights`` false gives the output head its own matrix, as minGPT has.
+``cfg.checkpointing`` recomputes each block's forward in the backward (torch.utils.checkpoint,
+non-reentrant): a block keeps only its input for the backward.
+
+Tensor parallelism (``workloads/tensor_parallel.py``) shards the linears column- and row-wise;
+attention therefore reads its head count from the width ``c_attn`` returns (the local heads),
+not from the configuration.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import math
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 
 from workloads.models.configs import ATTENTIONS, GPTConfig
 
@@ -36,6 +43,7 @@ class CausalSelfAttention(nn.Module):
         if cfg.n_embd % cfg.n_head:
             raise ValueError(f"hidden size {cfg.n_embd} is not a multiple of {cfg.n_head} heads")
         self.n_head = cfg.n_head
+        self.head_dim = cfg.n_embd // cfg.n_head
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)  # q, k, v in one product
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         if cfg.attention not in ATTENTIONS:
@@ -46,16 +54,19 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = _dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
-        b, s, h = x.shape
-        q, k, v = self.c_attn(x).split(h, dim=2)
-        # (b, s, h) -> (b, heads, s, head_dim)
-        q, k, v = (t.view(b, s, self.n_head, h // self.n_head).transpose(1, 2) for t in (q, k, v))
+        b, s, _ = x.shape
+        qkv = self.c_attn(x)
+        width = qkv.size(-1) // 3  # the hidden size, or this rank's share of it under tensor parallelism
+        q, k, v = qkv.split(width, dim=2)
+        # (b, s, width) -> (b, heads, s, head_dim)
+        heads = width // self.head_dim
+        q, k, v = (t.view(b, s, heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
         if self.manual:
             y = self._manual(q, k, v, causal)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=causal,
                                                dropout_p=self.dropout if self.training else 0.0)
-        y = y.transpose(1, 2).contiguous().view(b, s, h)
+        y = y.transpose(1, 2).contiguous().view(b, s, width)
         return self.resid_dropout(self.c_proj(y))
 
     def _manual(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -93,8 +104,14 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
+        self.checkpointing = cfg.checkpointing
 
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
+        if self.checkpointing and torch.is_grad_enabled():
+            return checkpoint(self._forward, x, causal, use_reentrant=False)
+        return self._forward(x, causal)
+
+    def _forward(self, x: torch.Tensor, causal: bool) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x), causal)
         return x + self.mlp(self.ln_2(x))
 

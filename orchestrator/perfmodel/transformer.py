@@ -1,0 +1,254 @@
+"""Step time and per-device memory of GPT training in a layout on a machine (see the package doc)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from orchestrator.perfmodel.layout import Layout
+from orchestrator.perfmodel.machine import Machine
+
+BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP's bucket_cap_mb default: the all-reduce left after backward
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A GPT: L layers of hidden h with a heads, vocabulary V, sequence s (GPT-2: biases, 4h MLP)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    seq_len: int
+    fused_attention: bool = True  # sdpa/flash: no s x s scores in memory
+    positions: int = 1024
+
+    @property
+    def layer_params(self) -> int:
+        h = self.hidden
+        return 12 * h * h + 13 * h  # workloads/flops.transformer_layer_params
+
+    @property
+    def params(self) -> int:
+        """N of 6N + 12Lhs: the layers, the (tied) token embedding, the final LayerNorm; no positions."""
+        return self.layers * self.layer_params + self.vocab * self.hidden + 2 * self.hidden
+
+    def model_flops_per_token(self) -> float:
+        """6N + 12*L*h*s (forward + backward; attention over the full square, not halved)."""
+        return 6 * self.params + 12 * self.layers * self.hidden * self.seq_len
+
+
+@dataclass
+class Estimate:
+    """One layout's predicted step: times in seconds, memory in GB per device (the fullest stage)."""
+
+    layout: Layout
+    step_s: float
+    tokens_per_s: float
+    mfu: float | None
+    memory_gb: float
+    fits: bool
+    compute_s: float  # compute of the critical path (the slowest stage, all micro-batches)
+    tp_comm_s: float
+    cp_comm_s: float
+    pp_comm_s: float
+    bubble_s: float
+    dp_comm_exposed_s: float
+    optimizer_s: float
+    micro_batches: int
+    model_flops: float  # per step, all devices
+    memory_parts: dict[str, float] = field(default_factory=dict)  # GB per device by part
+
+
+def _op(machine: Machine, flops: float, nbytes: float, peak_flops: float) -> float:
+    """Roofline time of one op plus its launch cost."""
+    eff = machine.efficiency
+    compute = flops / (peak_flops * eff.matmul) if flops else 0.0
+    memory = nbytes / (machine.bandwidth_gbs * 1e9 * eff.memory)
+    return max(compute, memory) + eff.op_overhead_us * 1e-6
+
+
+def _ring(machine: Machine, nbytes: float, ranks: int, span: int, factor: float) -> float:
+    """A ring collective over ``ranks``: ``factor`` (n-1)/n x bytes / bandwidth + latency per hop
+    (factor 2 for all-reduce, 1 for all-gather or reduce-scatter)."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    bw = machine.link_gbs(span) * 1e9 * machine.efficiency.network
+    return factor * (ranks - 1) / ranks * nbytes / bw + factor * (ranks - 1) * machine.latency_us * 1e-6
+
+
+def _p2p(machine: Machine, nbytes: float, span: int) -> float:
+    return nbytes / (machine.link_gbs(span) * 1e9 * machine.efficiency.network) + machine.latency_us * 1e-6
+
+
+def _grid(tp: int) -> tuple[int, int]:
+    """The r x c grid of 2D tensor parallel: r the largest divisor of tp at most sqrt(tp)."""
+    r = max(d for d in range(1, int(math.isqrt(tp)) + 1) if tp % d == 0)
+    return r, tp // r
+
+
+def _layer_forward(shape: ModelShape, layout: Layout, machine: Machine, tokens: float, mb: int,
+                   act: int, peak: float) -> tuple[float, float]:
+    """(all ops, of which attention) forward seconds of one layer for one micro-batch on one device.
+
+    ``tokens``: this device's query tokens (mb x s / cp); keys and values span the whole sequence.
+    """
+    h, t, s = shape.hidden, layout.tp, shape.seq_len
+    heads_local = math.ceil(shape.heads / t)  # padded heads where tp does not divide them
+    hd = h // shape.heads
+    ht = h / t  # this rank's slice of a hidden vector
+    # Element-wise work split by tp too: Megatron's sequence parallel (1D) or the 2D grid.
+    elem = tokens * h / t
+
+    def gemm(m: float, k: float, n: float) -> float:
+        return _op(machine, 2 * m * k * n, (m * k + k * n + m * n) * act, peak)
+
+    def elementwise(n: float, passes: int = 2) -> float:
+        return _op(machine, 0.0, n * act * passes, peak)
+
+    time = elementwise(elem) + elementwise(elem)  # LayerNorm 1 and 2 (read, write)
+    time += gemm(tokens, h, 3 * ht) + gemm(tokens, ht, h) + gemm(tokens, h, 4 * ht) + gemm(tokens, 4 * ht, h)
+    time += elementwise(4 * elem) + 2 * elementwise(elem, 3)  # GeLU; two residual adds (2 reads, 1 write)
+    # Attention: Q K^T and scores x V over the full square (4 x tokens x s x h / t FLOPs); each
+    # query token meets the s keys of its own sequence (all of them under context parallel).
+    attn_flops = 4 * tokens * s * heads_local * hd
+    qkvo = (2 * tokens + 2 * mb * s) * heads_local * hd * act
+    if shape.fused_attention:
+        attention = _op(machine, attn_flops, qkvo, peak)
+    else:  # the scores written by Q K^T, softmaxed (read + write), read again by scores x V
+        scores = tokens * s * heads_local  # elements
+        attention = (_op(machine, attn_flops / 2, qkvo / 2 + scores * act, peak) + elementwise(scores)
+                     + _op(machine, attn_flops / 2, qkvo / 2 + scores * act, peak))
+    return time + attention, attention
+
+
+def _tp_comm(shape: ModelShape, layout: Layout, machine: Machine, tokens: float, act: int) -> float:
+    """Tensor-parallel collectives of one layer's forward for one micro-batch (not overlapped)."""
+    t = layout.tp
+    if t <= 1:
+        return 0.0
+    block = tokens * shape.hidden * act  # one activation tensor of the layer (this device's tokens)
+    if not layout.tp2d:
+        # Megatron 1D with sequence parallel: all-gather + reduce-scatter around attention and
+        # MLP, the volume of two all-reduces; the group is tp consecutive devices.
+        return 2 * _ring(machine, block, t, t, 2.0)
+    r, c = _grid(t)
+    # 2D (SUMMA-like): per block (attention, MLP) all-gather the input across a column of r
+    # and reduce-scatter the output across a row of c, each of a 1/c or 1/r slice.
+    per_block = _ring(machine, block / c, r, t, 1.0) + _ring(machine, block / r, c, c, 1.0)
+    return 2 * per_block
+
+
+def _memory(shape: ModelShape, layout: Layout, machine: Machine, precision: str, mb: int,
+            micro_batches: int) -> dict[str, float]:
+    """Bytes per device of the fullest pipeline stage, by part (perf-model.md's formulas)."""
+    from workloads.memory import model_state_bytes
+
+    t, p = layout.tp, layout.pp
+    h, s_local = shape.hidden, shape.seq_len / layout.cp
+    layers = math.ceil(shape.layers / p)
+    n_local = (layers * shape.layer_params + shape.vocab * h + shape.positions * h) / t
+    states = model_state_bytes(int(n_local), layout.strategy, layout.dp, precision)
+    if layout.strategy == "ddp" and layout.dp > 1:
+        states += 4 * n_local  # DDP's gradient buckets: one more fp32 copy of the gradients
+    if layout.zero == 3:
+        states += 2 * 2 * shape.layer_params / t  # gathered 16-bit parameters of two layers (prefetch)
+    scale = 2 if BYTES.get(precision, 4) == 4 else 1  # Korthikanti counts 16-bit activations
+    per_layer = s_local * mb * h * 34 / t * scale
+    scores = 5 * shape.heads * s_local * shape.seq_len * mb / t * scale if not shape.fused_attention else 0.0
+    in_flight = min(micro_batches, p)  # 1F1B: the first stage holds p micro-batches
+    if layout.recompute:
+        activations = layers * in_flight * 2 * s_local * mb * h / t * scale + per_layer + scores
+    else:
+        activations = layers * in_flight * (per_layer + scores)
+    logits = mb * s_local * shape.vocab / t * (BYTES.get(precision, 4) + 8)
+    return {"model_states": states / 1e9, "activations": activations / 1e9, "logits": logits / 1e9,
+            "fixed": machine.fixed_memory_gb}
+
+
+def estimate(shape: ModelShape, layout: Layout, machine: Machine, *, precision: str, batch_size: int,
+             micro_batch: int | None = None, global_batch: int | None = None) -> Estimate:
+    """Predicted step of ``layout``: the global batch is ``batch_size`` x devices sequences
+    (or ``global_batch``); each model replica (dp of them) runs its share in micro-batches of
+    ``micro_batch`` (default ``batch_size``) sequences: gradient accumulation, or the pipeline's m."""
+    devices = layout.devices
+    global_batch = global_batch or batch_size * devices
+    mb = micro_batch or batch_size
+    per_replica = max(1, global_batch // layout.dp)
+    m = max(1, math.ceil(per_replica / mb))
+    mb = min(mb, per_replica)
+    act = BYTES.get(precision, 4)
+    peak = machine.peak(precision) * 1e12
+    tokens = mb * shape.seq_len / layout.cp
+    t, p, cp, d = layout.tp, layout.pp, layout.cp, layout.dp
+
+    fwd, attention = _layer_forward(shape, layout, machine, tokens, mb, act, peak)
+    passes = 4.0 if layout.recompute else 3.0  # forward + backward (2x) [+ recomputed forward]
+    tp_comm = _tp_comm(shape, layout, machine, tokens, act) * (passes - 1.0)  # fwd, bwd (x2 volume), recompute
+    # Context parallel: K and V of the whole sequence all-gathered forward, their gradients
+    # reduce-scattered backward, overlapped with the attention they feed.
+    cp_comm = 0.0
+    if cp > 1:
+        kv = 2 * mb * shape.seq_len * shape.hidden / t * act
+        ring = _ring(machine, kv, cp, t * cp, 1.0)
+        cp_comm = max(0.0, ring - attention) * (passes - 1.0)
+    layers = math.ceil(shape.layers / p)
+    layer_time = fwd * passes + tp_comm + cp_comm
+    # The LM head (logits GEMM + softmax/cross-entropy) on the last stage; the embedding look-up on the first.
+    head_fwd = _op(machine, 2 * tokens * shape.hidden * shape.vocab / t,
+                   (tokens * shape.hidden + shape.hidden * shape.vocab / t + 3 * tokens * shape.vocab / t) * act, peak)
+    head = 3 * head_fwd + _op(machine, 0.0, 2 * tokens * shape.vocab / t * 4, peak)
+    stage = layers * layer_time + head
+    pp_comm = 0.0
+    if p > 1:  # activations forward and their gradients backward across each stage boundary
+        pp_comm = 2 * _p2p(machine, tokens * shape.hidden / t * act, 2 * t * cp * d)
+        stage += pp_comm
+    pipeline = (m + p - 1) * stage
+    bubble = (p - 1) * stage
+
+    # Data parallel: gradients of the local shard (fp32 under torch autocast and in fp32;
+    # 16-bit reduced by DeepSpeed ZeRO in 16-bit precisions).
+    n_local = (layers * shape.layer_params + shape.vocab * shape.hidden) / t
+    grad_bytes = 2 if (layout.strategy.startswith("zero") and act == 2) else 4
+    span = t * cp * d  # a data-parallel ring spans its tp x cp x dp consecutive devices
+    dp_exposed = 0.0
+    if d > 1:
+        reduce = _ring(machine, n_local * grad_bytes, d, span, 2.0)
+        backward_window = layers * fwd * (passes - 1.0)  # the last micro-batch's backward
+        bucket = _ring(machine, min(DDP_BUCKET_BYTES, n_local * grad_bytes), d, span, 2.0)
+        if layout.zero == 3:
+            # Reduce-scatter of gradients (half the all-reduce) after the last backward, and the
+            # parameter all-gathers (forward and backward) of every micro-batch, prefetched
+            # under its compute but for one layer's.
+            gather = _ring(machine, n_local * act, d, span, 1.0) * 2
+            hidden_under = layers * fwd * passes
+            per_micro = max(gather / max(layers, 1), gather - hidden_under)
+            dp_exposed = m * per_micro + max(bucket, reduce / 2 - backward_window)
+        elif layout.zero in (1, 2):
+            # Reduce-scatter under the backward as DDP's all-reduce; the all-gather of the
+            # updated parameters after the optimizer step is exposed.
+            dp_exposed = max(bucket, reduce / 2 - backward_window) + reduce / 2
+        else:
+            dp_exposed = max(bucket, reduce - backward_window)
+    # Optimizer (AdamW): a pass over fp32 parameters (r/w), gradients (r), two moments (r/w).
+    shard = n_local / (d if layout.zero >= 1 else 1)
+    optimizer = _op(machine, 0.0, shard * (8 + 4 + 16), peak) + 6 * machine.efficiency.op_overhead_us * 1e-6
+
+    step = pipeline + dp_exposed + optimizer
+    tokens_step = global_batch * shape.seq_len
+    model_flops = shape.model_flops_per_token() * tokens_step
+    parts = _memory(shape, layout, machine, precision, mb, m)
+    memory_gb = sum(parts.values())
+    fits = machine.memory_gb is None or memory_gb <= machine.memory_gb
+    mfu = model_flops / step / (devices * peak) if step > 0 else None
+    return Estimate(layout=layout, step_s=step, tokens_per_s=tokens_step / step, mfu=mfu, memory_gb=memory_gb,
+                    fits=fits, compute_s=m * layers * fwd * passes + m * head, tp_comm_s=m * layers * tp_comm,
+                    cp_comm_s=m * layers * cp_comm, pp_comm_s=(m + p - 1) * pp_comm, bubble_s=bubble,
+                    dp_comm_exposed_s=dp_exposed, optimizer_s=optimizer, micro_batches=m,
+                    model_flops=model_flops, memory_parts=parts)
+
+
+def bubble_fraction(pp: int, micro_batches: int) -> float:
+    """1F1B's idle fraction of a step: (p - 1) / (m + p - 1)."""
+    return (pp - 1) / (micro_batches + pp - 1)

@@ -1,0 +1,110 @@
+"""`orch predict`: the best parallel layout for a model on N devices of a site (time model in
+orchestrator/perfmodel/, efficiency factors from `orch calibrate` where fitted)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import UserError
+from orchestrator.perfmodel.calibration import efficiency_for
+from orchestrator.perfmodel.machine import Machine, machine_from_site
+from orchestrator.perfmodel.search import gpt_shape, rank
+from orchestrator.perfmodel.transformer import Estimate
+
+COLUMNS = ["rank", "layout", "dp", "tp", "pp", "sp", "zero", "recompute", "step_s", "tokens_per_s",
+           "memory_gb", "fits", "mfu"]
+
+
+@dataclass
+class Prediction:
+    machine: Machine
+    model: str
+    devices: int
+    precision: str
+    batch_size: int
+    seq_len: int
+    estimates: list[Estimate]
+
+    def rows(self) -> list[list[Any]]:
+        out: list[list[Any]] = []
+        for i, e in enumerate(self.estimates, 1):
+            lay = e.layout
+            out.append([i, lay.name, lay.dp, lay.tp, lay.pp, lay.cp, lay.zero,
+                        "yes" if lay.recompute else "no", round(e.step_s, 6), round(e.tokens_per_s, 1),
+                        round(e.memory_gb, 2), "yes" if e.fits else "NO",
+                        None if e.mfu is None else round(e.mfu, 3)])
+        return out
+
+    def as_json(self) -> dict[str, Any]:
+        m = self.machine
+        return {
+            "model": self.model, "site": m.name, "device": m.device_model, "devices": self.devices,
+            "precision": self.precision, "batch_size_per_device": self.batch_size, "seq_len": self.seq_len,
+            "global_batch": self.batch_size * self.devices, "memory_gb_per_device": m.memory_gb,
+            "efficiency": {"matmul": m.efficiency.matmul, "memory": m.efficiency.memory,
+                           "network": m.efficiency.network, "op_overhead_us": m.efficiency.op_overhead_us,
+                           "source": m.efficiency.source},
+            "notes": list(m.notes),
+            "layouts": [{**dict(zip(COLUMNS, row)), "strategy": e.layout.strategy, "tp2d": e.layout.tp2d,
+                         "micro_batches": e.micro_batches, "bubble_s": e.bubble_s, "tp_comm_s": e.tp_comm_s,
+                         "dp_comm_exposed_s": e.dp_comm_exposed_s, "memory_parts_gb": e.memory_parts}
+                        for row, e in zip(self.rows(), self.estimates)],
+        }
+
+
+def predict(model: str, devices: int, site_name: str, *, precision: str | None, batch_size: int, seq_len: int,
+            micro_batch: int | None = None, sites_dirs: list[Path] | None = None,
+            state_dir: Path | None = None) -> Prediction:
+    """Every layout of ``devices`` devices for gpt2 preset ``model`` on ``site_name``, ranked."""
+    from orchestrator.sites import load_site
+    from workloads.models.configs import SIZES
+
+    if model not in SIZES:
+        raise UserError(f"unknown model {model!r} (known: {', '.join(SIZES)})")
+    site = load_site(site_name, sites_dirs)
+    device = site.device
+    if devices < 1:
+        raise UserError(f"--devices: expected a whole number >= 1, got {devices}")
+    capacity = device.per_node * site.max_nodes
+    if devices > capacity:
+        raise UserError(f"--devices {devices}: {site.name} has at most {capacity} "
+                        f"({site.max_nodes} node(s) x {device.per_node} {device.model})")
+    if devices > device.per_node and devices % device.per_node:
+        raise UserError(f"--devices {devices}: does not fill whole nodes of {device.per_node} {device.model}")
+    if batch_size < 1 or seq_len < 1 or (micro_batch is not None and micro_batch < 1):
+        raise UserError("--batch-size, --seq-len and --micro-batch must be >= 1")
+    if precision is None:
+        precision = "bf16" if "bf16" in device.precisions else device.precisions[0]
+    if precision not in device.precisions:
+        raise UserError(f"--precision {precision}: {device.model} on {site.name} runs "
+                        f"{', '.join(device.precisions)}")
+    try:
+        machine = machine_from_site(site)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    fitted = efficiency_for(machine, state_dir)
+    if fitted is not None:
+        machine = machine.with_efficiency(fitted)
+    shape = gpt_shape(model, seq_len)
+    estimates = rank(shape, machine, devices, precision=precision, batch_size=batch_size, micro_batch=micro_batch)
+    if not estimates:
+        raise UserError(f"no layout of {devices} devices for {model}: tensor parallel must divide the hidden "
+                        f"size {shape.hidden}, context parallel the sequence {seq_len}, pipeline stages "
+                        f"at most the {shape.layers} layers")
+    return Prediction(machine, model, devices, precision, batch_size, seq_len, estimates)
+
+
+def header(p: Prediction) -> list[str]:
+    m, e = p.machine, p.machine.efficiency
+    lines = [f"{p.model} on {p.devices} x {m.device_model} ({m.name}), {p.precision}, seq {p.seq_len}, "
+             f"global batch {p.batch_size * p.devices} ({p.batch_size} a device)",
+             f"efficiency: matmul {e.matmul:.2f}, memory {e.memory:.2f}, network {e.network:.2f}, "
+             f"{e.op_overhead_us:g} us an op ({e.source}); network: {m.fast_domain} devices at {m.fast_gbs:g} GB/s, "
+             f"{m.inter_node_gbs:g} GB/s a device between them"]
+    lines += [f"note: {note}" for note in m.notes]
+    fitting = sum(e.fits for e in p.estimates)
+    lines.append(f"{len(p.estimates)} layouts, {fitting} fit in {m.memory_gb:g} GB" if m.memory_gb
+                 else f"{len(p.estimates)} layouts")
+    return lines

@@ -1,0 +1,41 @@
+"""`orch plan` skips, with the program's own reason, runs the workload would refuse at start
+(issue 16: values that plan accepted but the launch rejected): no job is submitted that can
+only fail, and nothing is traced for it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_orch, write
+
+SWEEP = """\
+name: refusals
+experiments:
+  - name: g
+    workload: gpt2
+    sites: [local]
+    walltime: "00:05:00"
+    grid: {model: tiny, devices: [1, 2], seq_len: 64, block_size: [0, 32], tp: [1, 2], vocab_size: 256}
+"""
+
+
+def test_runs_the_program_would_refuse_are_skipped_with_its_reason(tmp_path: Path) -> None:
+    sweep = write(tmp_path / "s.yaml", SWEEP)
+    runs = json.loads(run_orch("plan", str(sweep), "--dry-run", "--json", cwd=tmp_path, check=True).stdout)["runs"]
+
+    def key(run: dict) -> tuple[int, int, int]:
+        params = dict(item.split("=", 1) for item in run["params"].split())  # "block_size=0 model=tiny ..."
+        return run["devices"], int(params["block_size"]), int(params["tp"])
+
+    by = {key(r): r for r in runs}
+    assert len(by) == 8
+    for (devices, block, tp), run in by.items():
+        refused = block == 32 or tp > devices
+        assert (run["status"] == "skipped") == refused, run
+        if block == 32:
+            assert "seq_len 64 exceeds block_size 32" in run["reason"]
+        elif tp > devices:
+            assert run["reason"].startswith("gpt2 refuses these values:") and "rank" in run["reason"]
+    # tp 2 on 2 ranks is a layout the program runs: planned, with its predictions.
+    assert by[(2, 0, 2)]["status"] == "planned" and by[(2, 0, 2)]["mem_gb"]

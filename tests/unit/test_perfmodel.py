@@ -1,0 +1,201 @@
+"""The time model (orchestrator/perfmodel/): FLOPs, pipeline bubble, tensor-parallel volume,
+ranking, and the site profiles' network section."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import UserError
+from orchestrator.perfmodel import Efficiency, Layout, ModelShape, estimate, machine_from_site
+from orchestrator.perfmodel.search import gpt_shape, rank
+from orchestrator.perfmodel.transformer import bubble_fraction
+from orchestrator.sites import load_site
+from workloads import flops
+
+# Compute only: every op at peak, memory and network free, no launch cost.
+IDEAL = Efficiency(matmul=1.0, memory=1e9, network=1e9, op_overhead_us=0.0)
+
+
+def _machine(site: str = "polaris", efficiency: Efficiency = IDEAL, **changes: float):  # type: ignore[no-untyped-def]
+    machine = machine_from_site(load_site(site)).with_efficiency(efficiency)
+    return dataclasses.replace(machine, **changes) if changes else machine
+
+
+def test_model_flops_are_6n_plus_12lhs_by_hand() -> None:
+    shape = gpt_shape("gpt2", 1024)
+    layers, h, vocab, s = 12, 768, 50257, 1024
+    n = layers * (12 * h * h + 13 * h) + vocab * h + 2 * h  # blocks, tied embedding, final LayerNorm
+    assert shape.params == n
+    assert shape.model_flops_per_token() == 6 * n + 12 * layers * h * s
+    assert shape.model_flops_per_token() == flops.gpt_train_flops_per_token(n, layers, h, s)
+    est = estimate(shape, Layout(dp=4), _machine(), precision="bf16", batch_size=8)
+    assert est.model_flops == (6 * n + 12 * layers * h * s) * 8 * 4 * s
+
+
+def test_compute_time_is_the_flops_at_peak() -> None:
+    """With memory and network free, the time x peak is the hardware FLOPs: 6N + 12Lhs a token
+    (less the biases and LayerNorms, which are not matrix products), 4/3 of the layers' with recompute."""
+    shape = gpt_shape("gpt2-medium", 1024)
+    machine = _machine()
+    peak = machine.peak("bf16") * 1e12
+    plain = estimate(shape, Layout(), machine, precision="bf16", batch_size=4)
+    work = plain.compute_s * peak
+    assert work == pytest.approx(plain.model_flops, rel=0.01)
+    again = estimate(shape, Layout(recompute=True), machine, precision="bf16", batch_size=4)
+    head = 6 * shape.vocab * shape.hidden * 4 * 1024  # the LM head is not recomputed
+    layers = plain.model_flops - head
+    assert again.compute_s * peak == pytest.approx(head + layers * 4 / 3, rel=0.01)
+
+
+def test_pipeline_bubble_is_p_minus_1_over_m_plus_p_minus_1() -> None:
+    shape = gpt_shape("gpt2-medium", 512)
+    machine = _machine()
+    for pp, batch, micro in ((4, 8, 1), (2, 16, 4), (8, 4, 4)):
+        est = estimate(shape, Layout(pp=pp), machine, precision="bf16", batch_size=batch, micro_batch=micro)
+        m = batch * pp // micro
+        assert est.micro_batches == m
+        pipeline = est.step_s - est.optimizer_s - est.dp_comm_exposed_s
+        assert est.bubble_s / pipeline == pytest.approx((pp - 1) / (m + pp - 1), rel=1e-9)
+        assert bubble_fraction(pp, m) == (pp - 1) / (m + pp - 1)
+    # More micro-batches, smaller bubble.
+    few = estimate(shape, Layout(pp=4), machine, precision="bf16", batch_size=2, micro_batch=2)
+    many = estimate(shape, Layout(pp=4), machine, precision="bf16", batch_size=2, micro_batch=1)
+    assert many.bubble_s / many.step_s < few.bubble_s / few.step_s
+
+
+def test_tensor_parallel_volume_is_four_all_reduces_a_layer() -> None:
+    """Megatron 1D (with sequence parallel): two all-reduce volumes of b*s*h forward and two
+    backward per layer, each 2(t-1)/t x bytes over the link (latency 0 here)."""
+    shape = gpt_shape("gpt2-large", 1024)
+    net = Efficiency(matmul=1.0, memory=1.0, network=1.0, op_overhead_us=0.0)
+    machine = _machine(efficiency=net, latency_us=0.0)
+    t, batch = 4, 2
+    est = estimate(shape, Layout(tp=t), machine, precision="bf16", batch_size=batch, micro_batch=batch)
+    block = batch * 1024 * shape.hidden * 2  # bytes of one activation tensor, bf16
+    per_layer = 4 * 2 * (t - 1) / t * block / (machine.fast_gbs * 1e9)
+    assert est.tp_comm_s == pytest.approx(est.micro_batches * shape.layers * per_layer, rel=1e-9)
+    # The same group across nodes (tp 8 > Polaris's 4 NVLink devices) is bound by the NIC.
+    wide = estimate(shape, Layout(tp=8), machine, precision="bf16", batch_size=batch, micro_batch=batch)
+    assert wide.tp_comm_s / wide.micro_batches > 10 * est.tp_comm_s / est.micro_batches
+    # 2D moves less than 1D on the same devices.
+    flat = estimate(shape, Layout(tp=4), machine, precision="bf16", batch_size=batch)
+    grid = estimate(shape, Layout(tp=4, tp2d=True), machine, precision="bf16", batch_size=batch)
+    assert grid.tp_comm_s < flat.tp_comm_s
+
+
+def test_memory_per_zero_stage_and_tensor_parallel() -> None:
+    shape = gpt_shape("gpt2-xl", 1024)
+    machine = machine_from_site(load_site("polaris"))
+    gb = {s: estimate(shape, Layout(dp=8, strategy=s), machine, precision="bf16", batch_size=4).memory_parts
+          for s in ("ddp", "zero1", "zero2", "zero3")}
+    states = [gb[s]["model_states"] for s in ("ddp", "zero1", "zero2", "zero3")]
+    assert states == sorted(states, reverse=True)
+    plain = estimate(shape, Layout(dp=8), machine, precision="bf16", batch_size=4)
+    split = estimate(shape, Layout(dp=2, tp=4), machine, precision="bf16", batch_size=4, micro_batch=4)
+    assert split.memory_parts["activations"] == pytest.approx(plain.memory_parts["activations"] / 4)
+    recompute = estimate(shape, Layout(dp=8, recompute=True), machine, precision="bf16", batch_size=4)
+    assert recompute.memory_parts["activations"] < plain.memory_parts["activations"] / 5
+    # Recompute costs a forward where compute bounds the step (one device: no gradient all-reduce
+    # for it to hide under, as it may on 8 devices where the all-reduce bounds the step).
+    alone = [estimate(shape, Layout(recompute=rc), machine, precision="bf16", batch_size=4) for rc in (False, True)]
+    assert alone[1].step_s > alone[0].step_s * 1.2
+
+
+def test_ranking_puts_a_fitting_layout_first() -> None:
+    """gpt2-xl in bf16 on 8 A100-40s: plain DDP does not fit (16 bytes a parameter + buckets +
+    activations of 8 sequences), so it comes after every layout that does."""
+    machine = machine_from_site(load_site("polaris"))
+    ranked = rank(gpt_shape("gpt2-xl", 1024), machine, 8, precision="bf16", batch_size=8)
+    assert ranked[0].fits and ranked[0].memory_gb <= 40
+    names = [e.layout for e in ranked]
+    ddp = names.index(Layout(dp=8))
+    assert not ranked[ddp].fits
+    first_misfit = [e.fits for e in ranked].index(False)
+    assert ddp >= first_misfit and not any(e.fits for e in ranked[first_misfit:])
+    kinds = {(e.layout.tp > 1, e.layout.pp > 1, e.layout.cp > 1) for e in ranked}
+    assert {(True, False, False), (False, True, False), (False, False, True)} <= kinds
+    fitting = [e.step_s for e in ranked if e.fits]
+    assert fitting == sorted(fitting)
+    # Every layout uses all 8 devices and the same global batch.
+    assert all(e.layout.devices == 8 for e in ranked)
+    assert len({e.model_flops for e in ranked}) == 1
+
+
+def test_faster_device_faster_step() -> None:
+    shape = gpt_shape("gpt2", 1024)
+    a100 = estimate(shape, Layout(dp=8), machine_from_site(load_site("sophia")), precision="bf16", batch_size=8)
+    h100 = estimate(shape, Layout(dp=8), machine_from_site(load_site("dgx")), precision="bf16", batch_size=8)
+    assert h100.step_s < a100.step_s
+    assert 0.05 < h100.mfu < 0.7 and 0.05 < a100.mfu < 0.7  # llm.c: ~50-60% MFU
+
+
+def test_local_cpu_has_a_nominal_peak() -> None:
+    machine = machine_from_site(load_site("local"))
+    assert machine.peak("fp32") > 0 and any("nominal" in note for note in machine.notes)
+    est = estimate(gpt_shape("tiny", 64), Layout(dp=2), machine, precision="fp32", batch_size=4)
+    assert math.isfinite(est.step_s) and est.step_s > 0
+
+
+def test_site_network_section(tmp_path: Path) -> None:
+    site = load_site("polaris")
+    assert site.network is not None and site.network.fast_domain == 4 and site.network.source
+    text = (Path(__file__).resolve().parents[2] / "sites" / "polaris.yaml").read_text()
+    bad = text.replace("  fast_gbs: 300", "  fast_gbs: 300\n  nvlink: 12")
+    (tmp_path / "mine.yaml").write_text(bad.replace("name: polaris", "name: mine"))
+    with pytest.raises(UserError, match=r"mine.yaml:\d+.*network.*unknown field"):
+        load_site("mine", [tmp_path])
+
+
+def test_fit_recovers_the_factors_that_produced_the_times(tmp_path: Path) -> None:
+    """Step times made by the model with other factors (a slower device than the defaults say):
+    the fit brings the mean error from tens of per cent to near zero, and the stored factors are
+    what later predictions on that device use."""
+    from orchestrator.perfmodel.calibration import Sample, efficiency_for, fit, mean_abs_error, store
+    from orchestrator.perfmodel.runmodel import run_model
+
+    machine = machine_from_site(load_site("local"))
+    truth = Efficiency(matmul=0.2, memory=0.3, network=0.4, op_overhead_us=60.0)
+    samples = []
+    for model, batch, seq, devices in (("tiny", 2, 64, 1), ("tiny", 8, 128, 2), ("gpt-mini", 4, 64, 1),
+                                       ("gpt-micro", 8, 32, 2), ("gpt-mini", 2, 128, 2), ("gpt-nano", 16, 32, 1)):
+        run = run_model("gpt2", {"model": model, "vocab_size": 256}, devices=devices, precision="fp32",
+                        strategy="ddp", batch_size=batch, seq_len=seq)
+        assert run is not None
+        samples.append(Sample(machine, run.step_s, run.step_s(machine.with_efficiency(truth))))
+    before = mean_abs_error(samples)
+    fitted = fit(samples, machine.efficiency)
+    after = mean_abs_error(samples, fitted)
+    assert before > 0.3 and after < 0.05 and after < before / 10
+    assert efficiency_for(machine, tmp_path) is None
+    store(fitted, machine, runs=len(samples), error_before=before, error_after=after, state_dir=tmp_path)
+    assert efficiency_for(machine, tmp_path) == dataclasses.replace(
+        efficiency_for(machine, tmp_path), matmul=pytest.approx(fitted.matmul, rel=1e-3))  # type: ignore[arg-type]
+    assert "fitted" in efficiency_for(machine, tmp_path).source  # type: ignore[union-attr]
+
+
+def test_run_model_reads_gpt2_runs_and_gemm() -> None:
+    from orchestrator.perfmodel.runmodel import run_model, run_seconds
+
+    run = run_model("gpt2", {"model": "gpt2", "grad_accum": 4}, devices=4, precision="bf16", strategy="zero2",
+                    batch_size=2, seq_len=512)
+    assert run is not None and run.layout == Layout(dp=4, strategy="zero2") and run.global_batch == 2 * 4 * 4
+    # The gpt2 workload's layout parameters (workloads/layouts.py): tp, pp, microbatches, checkpointing.
+    layered = run_model("gpt2", {"model": "gpt2", "tp": 2, "pp": 2, "microbatches": 4, "sequence_parallel": True,
+                                 "activation_checkpointing": "full"}, devices=8, precision="bf16", strategy="ddp",
+                        batch_size=2, seq_len=256)
+    assert layered is not None and layered.layout == Layout(dp=2, tp=2, pp=2, recompute=True)
+    assert layered.global_batch == 2 * 4 * 2 and layered.micro_batch == 2
+    plain = run_model("gpt2", {"model": "gpt2", "tp": 2, "pp": 2}, devices=8, precision="bf16", strategy="ddp",
+                      batch_size=2, seq_len=256)
+    assert plain is not None and plain.global_batch == 2 * 2 * 2 and not plain.layout.recompute  # m defaults to pp
+    assert run_model("resnet50", {}, devices=1, precision="fp32", strategy=None, batch_size=8, seq_len=None) is None
+    gemm = run_model("gemm", {"m": 4096, "n": 4096, "k": 4096}, devices=1, precision="bf16", strategy=None,
+                     batch_size=None, seq_len=None)
+    machine = machine_from_site(load_site("dgx")).with_efficiency(IDEAL)
+    assert gemm is not None and gemm.step_s(machine) == pytest.approx(2 * 4096**3 / 989.4e12, rel=1e-6)
+    assert run_seconds(0.5, {"warmup": 5, "iters": 20}) == 12.5
+    assert run_seconds(0.5, {"epochs": 2}) is None
