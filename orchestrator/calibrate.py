@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from orchestrator.errors import UserError
-from orchestrator.perfmodel.calibration import Sample, efficiency_for, fit, mean_abs_error, store
+from orchestrator.perfmodel.calibration import Sample, efficiency_for, fit, mean_abs_error, rounded, store
 from orchestrator.perfmodel.machine import DEFAULT_EFFICIENCY, FALLBACK_EFFICIENCY, Efficiency, Machine, machine_from_site
 from orchestrator.perfmodel.runmodel import RunModel, run_model
 
@@ -41,7 +41,7 @@ class Fitted:
     def row(self) -> list[Any]:
         e = self.efficiency
         return [self.site, self.device_model, self.runs, round(self.error_before, 4), round(self.error_after, 4),
-                round(e.matmul, 4), round(e.memory, 4), round(e.network, 4), round(e.op_overhead_us, 2)]
+                e.matmul, e.memory, e.network, e.op_overhead_us]
 
 
 COLUMNS = ["site", "device", "runs", "mean_step_error_before", "mean_step_error_after", "matmul", "memory",
@@ -107,7 +107,7 @@ def calibrate(engine: Engine, *, sweep: str | None = None, site: str | None = No
     for target, (machine, samples) in sorted(groups.items()):
         current = efficiency_for(machine, state_dir) or machine.efficiency  # what predictions use now
         before = mean_abs_error(samples, current)
-        best = fit(samples, machine.efficiency)
+        best = rounded(fit(samples, machine.efficiency))  # as stored: what predictions will read back
         after = mean_abs_error(samples, best)
         if after > before:  # the fit minimises log error; keep the factors in use if they were better
             best, after = current, before

@@ -110,16 +110,24 @@ def fit(samples: Sequence[Sample], start: Efficiency) -> Efficiency:
     return replace(best, source="fitted")
 
 
+def rounded(efficiency: Efficiency) -> Efficiency:
+    """The factors as calibration.yaml stores them, so what `orch calibrate` reports is what a
+    later prediction reads back."""
+    return replace(efficiency, matmul=round(efficiency.matmul, 6), memory=round(efficiency.memory, 6),
+                   network=round(efficiency.network, 6), op_overhead_us=round(efficiency.op_overhead_us, 3))
+
+
 def store(efficiency: Efficiency, machine: Machine, *, runs: int, error_before: float, error_after: float,
           state_dir: Path | None = None) -> Path:
     """Add (or replace) the entry of this machine's site and device model in calibration.yaml."""
     path = calibration_path(state_dir)
     entries = [e for e in _load(path)
                if not (e.get("site") == machine.name and e.get("device_model") == machine.device_model)]
+    efficiency = rounded(efficiency)
     entries.append({
         "site": machine.name, "device_type": machine.device_type, "device_model": machine.device_model,
-        "matmul": round(efficiency.matmul, 6), "memory": round(efficiency.memory, 6),
-        "network": round(efficiency.network, 6), "op_overhead_us": round(efficiency.op_overhead_us, 3),
+        "matmul": efficiency.matmul, "memory": efficiency.memory,
+        "network": efficiency.network, "op_overhead_us": efficiency.op_overhead_us,
         "runs": runs, "mean_step_error_before": round(error_before, 4), "mean_step_error_after": round(error_after, 4),
         "fitted_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
