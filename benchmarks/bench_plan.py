@@ -9,7 +9,9 @@ and CPU seconds (user + system of the process, start-up included) of:
 - ``dry-run``: the same with what a person sees (a summary; the code before the summary
   drew a table row per run, measured once with --old-table: it takes about a minute);
 - ``recorded --json``: into an empty SQLite database (made beforehand by ``orch db upgrade``,
-  timed apart: the schema is made once per project), with every run directory written;
+  timed apart: the schema is made once per project), with every run directory written (after
+  ``sync`` and 3 s, and with earlier rounds' directories left in place until the end: see
+  benchmarks/RESULTS.md for what mass deletion just before does to file creation here);
 - ``re-plan --json``: the same sweep again (nothing new to record).
 
 Old and new alternate, round by round, so both see the same load on a shared machine; the
@@ -29,7 +31,6 @@ import json
 import os
 import platform
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -204,12 +205,17 @@ def main() -> None:
                     if mode == "dry-run" and which == "old":
                         continue  # the old code's table: --old-table
                     out = tmp / f"{which}.json" if mode == "dry-run --json" and round_ == 0 else None
+                    if _fresh:  # earlier rounds' writes flushed, so this plan pays only for its own
+                        os.sync()
+                        time.sleep(3)
                     loads.append(load())
                     wall, cpu = run(trees[which], home, args, out)
                     figures.setdefault((mode, which), []).append((wall, cpu))
                     print(f"  round {round_ + 1} {which:3} {mode:16} wall {wall:6.2f} s  CPU {cpu:6.2f} s  "
                           f"(load {loads[-1]})", flush=True)
-                shutil.rmtree(home.parent)
+                # Kept until the end: deleting 20,160 run directories here would make the next
+                # recorded plan pay for it (this VM's ext4 discards online: file creation right after
+                # mass deletion costs 5-10x the system time), which no user re-planning sees.
             if round_ == 0:
                 print(f"  check: {same_runs(tmp / 'old.json', tmp / 'new.json')}")
 

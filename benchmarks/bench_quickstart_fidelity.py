@@ -6,7 +6,7 @@ process count and threads per process (read from the run's metrics file), while 
 script holds every core in the machine-wide ledger (no local orch run of anyone starts
 meanwhile). Prints, per row, orch's TFLOP/s over the bare loop's. Goal: 0.90-1.10.
 
-``--rounds R`` (default 3) repeats (orch run, then the bare loops) R times and compares the
+``--rounds R`` (default 5) repeats (orch run, then the bare loops) R times and compares the
 medians over the rounds: this VM's speed drifts by 10-20% over minutes (seen in the bare
 loops alone), and a single orch sample against a single bare sample taken a minute later
 measures the drift, not orch. Each round's ratio is printed beside the median's.
@@ -17,7 +17,11 @@ sets the workload's median-step figure (``tflops_median``, where it reports one)
 the bare loop by the same definition (sum over processes of ``2MNK / median step``), so a
 gap that comes from a definition of TFLOP/s, not from contention, shows as such.
 
-    python benchmarks/bench_quickstart_fidelity.py [--sweep examples/quickstart.yaml] [--repeats 5] [--rounds 3]
+Each round's lines print the hypervisor's steal time (/proc/stat) over the orch run and over
+the bare loops: on this VM it is several percent on average and comes in bursts, which a
+1-process run on both cores (2 threads) feels whole.
+
+    python benchmarks/bench_quickstart_fidelity.py [--sweep examples/quickstart.yaml] [--repeats 5] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -81,6 +85,21 @@ if __name__ == "__main__":
 
 def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def cpu_ticks() -> list[int]:
+    """The machine's CPU time counters (/proc/stat's first line: user nice system idle iowait
+    irq softirq steal ...), in clock ticks."""
+    return [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+
+
+def steal(since: list[int]) -> str:
+    """Share of CPU time the hypervisor gave to other guests since ``since``: time this VM's
+    runs wanted and did not get, which neither orch nor the bare loop can control."""
+    now = cpu_ticks()
+    delta = [b - a for a, b in zip(since, now)]
+    total = sum(delta[:8]) or 1
+    return f"steal {100 * delta[7] / total:.1f}% of CPU time"
 
 
 def orch(*args: str, env: dict[str, str]) -> str:
@@ -154,7 +173,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", default=str(REPO / "examples" / "quickstart.yaml"))
     parser.add_argument("--repeats", type=int, default=5, help="bare loops per row and round (median taken)")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=int, default=5,
                         help="rounds of (orch run, then the bare loops); medians over rounds are compared")
     opts = parser.parse_args()
 
@@ -162,8 +181,11 @@ def main() -> None:
     table: dict[tuple[str, int, int, int, int], Row] = {}
     cores = usable_cores()
     for round_no in range(1, opts.rounds + 1):
+        ticks = cpu_ticks()
         rows, wall, home = orch_round(opts.sweep)
-        print(f"# round {round_no}: orch run, {len(rows)} rows in {wall:.0f} s (ORCH_HOME={home}); {uptime()}")
+        print(f"# round {round_no}: orch run, {len(rows)} rows in {wall:.0f} s (ORCH_HOME={home}); {steal(ticks)}; "
+              f"{uptime()}")
+        ticks = cpu_ticks()
         # The bare loops, alone: hold every core of the machine-wide ledger meanwhile.
         ledger = CoreLedger()
         grant = ledger.acquire(len(cores), len(cores), job="bench_quickstart_fidelity")
@@ -191,7 +213,7 @@ def main() -> None:
                 row.bare_median.append(bare_med)
         finally:
             ledger.release()
-        print(f"# round {round_no}: bare loops done; {uptime()}")
+        print(f"# round {round_no}: bare loops done; {steal(ticks)}; {uptime()}")
 
     med = statistics.median
     print()

@@ -14,7 +14,6 @@ when it got them. The capacity is ``$ORCH_LOCAL_CORES``, else the profile's
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import pickle
 import signal
@@ -22,13 +21,14 @@ import subprocess
 import sys
 import types
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import submitit
 import submitit.local.local as submitit_local
 
 from orchestrator.errors import UserError
 from orchestrator.executors.base import Executor, FailureClass, JobInfo, JobRequest, JobState
+from orchestrator.executors.local_controller import MODULE as CONTROLLER_MODULE, SUBMITIT_MODULE
 from orchestrator.executors.local_cores import CAPACITY_ENV, parse_capacity
 from orchestrator.executors.local_job import run_batch_script
 
@@ -71,18 +71,28 @@ def _detached_output() -> Iterator[None]:
             os.close(fd)
 
 
+def _start_controller(cmd: list[str] | str, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """submitit's controller command, with orch's quieter controller module, in a new session."""
+    if isinstance(cmd, str):  # submitit joins a setup and the command into one shell line
+        cmd = cmd.replace(SUBMITIT_MODULE, CONTROLLER_MODULE)
+    else:
+        cmd = [CONTROLLER_MODULE if part == SUBMITIT_MODULE else part for part in cmd]
+    return subprocess.Popen(cmd, start_new_session=True, **kwargs)
+
+
 class _SessionLocalExecutor(submitit.LocalExecutor):
     """submitit's LocalExecutor whose job controllers start in a session of their own.
 
     By default a controller shares ``orch submit``'s process group, so a Ctrl-C in the
     terminal (SIGINT to the whole group) during a submit also stopped the jobs it had
     started, which were then recorded lost and retried. A local job now outlives its
-    submitter as a real scheduler's job does; ``orch cancel`` stops it.
+    submitter as a real scheduler's job does; ``orch cancel`` stops it. The controller is
+    :mod:`orchestrator.executors.local_controller` (submitit's, polling twice a second).
     """
 
     # submitit's start_controller calls ``subprocess.Popen`` with no way to pass options, so the
     # module's name is pointed, for that one call, at a Popen that starts a new session.
-    _popen = types.SimpleNamespace(Popen=functools.partial(subprocess.Popen, start_new_session=True))
+    _popen = types.SimpleNamespace(Popen=_start_controller)
 
     def _submit_command(self, command: str) -> submitit_local.LocalJob:
         original = submitit_local.subprocess

@@ -250,3 +250,46 @@ def test_capacity_mistakes_are_one_line(workdir: Path) -> None:
     proc = run_orch("--sites-dir", str(workdir / "mysites"), "run", str(sweep), cwd=workdir,
                     env={"ORCH_LOCAL_CORES": "lots", "ORCH_LOCAL_CORES_DIR": str(workdir / "ledger")})
     assert proc.returncode == 2 and "ORCH_LOCAL_CORES" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def _wakeups(pid: int) -> int:
+    """Context switches of a process so far (each a wake-up that took a core from whatever ran)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return sum(int(line.split()[1]) for line in status.splitlines()
+               if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
+
+
+def test_queued_and_running_jobs_leave_the_measured_run_alone(workdir: Path) -> None:
+    """Each local job's controller looks at its task about twice a second (submitit's own: 24)."""
+    write(workdir / "mysites" / "one.yaml", SITE.format(name="one", python=_fake_python(workdir), extra=""))
+    env = {"ORCH_LOCAL_CORES_DIR": str(workdir / "ledger"), "ORCH_LOCAL_CORES": "1"}
+
+    def orch(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_orch("--sites-dir", str(workdir / "mysites"), *args, cwd=workdir, env=env, check=True)
+
+    for name in ("hold", "queued1", "queued2"):
+        orch("plan", str(write(workdir / f"{name}.yaml", ONE_RUN.format(name=name, walltime="00:10:00", tag="sleep"))))
+        orch("submit", "--sweep", name)
+    try:
+        _ledger_until(workdir / "ledger", lambda s: s["holding"] and len(s["waiting"]) == 2, "one run and two queued")
+        controllers = [int(r["job_id"]) for r in json.loads(orch("sql", "-f", "json",
+                                                                 "SELECT job_id FROM attempts").stdout)]
+        assert len(controllers) == 3
+        for pid in controllers:  # orch's controller, not submitit's module
+            assert b"orchestrator.executors.local_controller" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        before = {pid: _wakeups(pid) for pid in controllers}
+        time.sleep(4.0)
+        rates = {pid: (_wakeups(pid) - before[pid]) / 4.0 for pid in controllers}
+        assert all(rate <= 4 for rate in rates.values()), f"wake-ups per second by controller: {rates}"
+    finally:
+        orch("cancel", "--sweep", "hold")
+        for name in ("queued1", "queued2"):
+            orch("cancel", "--sweep", name)
+        orch("status", "--watch", "--interval", "0.5")
+    assert snapshot(workdir / "ledger")["holding"] == []
+
+
+def _fake_python(workdir: Path) -> Path:
+    fake = write(workdir / "fake-python", FAKE_PYTHON.replace("{real}", sys.executable))
+    fake.chmod(0o755)
+    return fake
