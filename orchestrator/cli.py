@@ -18,7 +18,7 @@ import typer
 
 from orchestrator import __version__, paths
 from orchestrator.errors import UserError
-from orchestrator.output import console, err_console, print_json, print_rows, print_table
+from orchestrator.output import console, err_console, print_json, print_rows, print_table, trace_progress
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -172,7 +172,8 @@ def plan(
 
     c = ctx_obj(ctx)
     loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
-    plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
+    with trace_progress():
+        plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
     new = 0 if dry_run else record_plan(c.sessions, loaded, plans)
     columns, rows = _plan_rows(plans)
     if as_json:
@@ -399,7 +400,8 @@ def run(
     loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
     if site is not None:
         _check_sweep_names_site(loaded.sweep, site, sweep_file)
-    plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
+    with trace_progress():
+        plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
     new = record_plan(c.sessions, loaded, plans)
     name = loaded.sweep.name
     mine = [p for p in plans if site is None or p.spec.site == site]

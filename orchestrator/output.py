@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import sys
+import time
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -65,3 +67,39 @@ def print_rows(columns: Sequence[str], rows: list[Sequence[Any]], fmt_name: str,
         sys.stdout.write(buffer.getvalue())
     else:
         print_table(columns, rows, title)
+
+
+@contextlib.contextmanager
+def trace_progress() -> Iterator[None]:
+    """Say on stderr which model shape's memory is being traced while a plan waits on it.
+
+    A shape is traced once (about a second each on this machine's CPU, then cached), so a first
+    plan of a campaign with many new shapes would otherwise sit silent for minutes. A terminal
+    gets a spinner with the shape; a log gets one line before the first trace and one after.
+    """
+    from workloads import memory
+
+    count = 0
+    started = time.monotonic()
+    status = err_console.status("", spinner="dots") if err_console.is_terminal else None
+
+    def told(inputs: Any) -> None:
+        nonlocal count
+        count += 1
+        if status is not None:
+            if count == 1:
+                status.start()
+            status.update(f"tracing the peak memory of a new shape ({count}): {memory.describe(inputs)}")
+        elif count == 1:
+            err_console.print(f"orch: tracing the peak memory of shapes not traced before (about a second each; "
+                              f"cached in {memory.cache_dir()})", markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        with memory.on_trace(told):
+            yield
+    finally:
+        if status is not None and count:
+            status.stop()
+    if count:
+        err_console.print(f"orch: traced {count} new shape(s) in {time.monotonic() - started:.0f} s",
+                          markup=False, highlight=False, soft_wrap=True)

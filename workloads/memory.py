@@ -12,6 +12,7 @@ below were 30-43% low); else, and for the other workloads, the formula.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -20,7 +21,7 @@ import os
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from workloads import flops, layouts, shapes
 from workloads.models.configs import SIZES, GPTConfig
@@ -189,6 +190,26 @@ _CODE = ("memory.py", "predict_memory.py", "strategies.py", "lm.py", "layouts.py
          "models/configs.py")
 _cache: dict[str, int] = {}
 _code_version: str | None = None
+# Told before each trace the caches do not hold (about a second each, minutes for a new campaign
+# of many shapes): `orch plan` shows which shape it is tracing instead of going silent.
+_trace_listeners: list[Callable[[Inputs], None]] = []
+
+
+@contextlib.contextmanager
+def on_trace(listener: Callable[[Inputs], None]) -> Iterator[None]:
+    """Call ``listener(inputs)`` before every uncached trace made inside the block."""
+    _trace_listeners.append(listener)
+    try:
+        yield
+    finally:
+        _trace_listeners.remove(listener)
+
+
+def describe(inputs: Inputs) -> str:
+    """A traced shape in a few words (for progress lines)."""
+    c = inputs.cfg
+    return (f"{c.n_layer} layers x {c.n_embd}, {inputs.strategy} on {inputs.devices} rank(s), {inputs.precision}, "
+            f"batch {inputs.batch} x {inputs.seq}" + (f", accumulating {inputs.accum}" if inputs.accum > 1 else ""))
 
 
 def code_version() -> str:
@@ -231,6 +252,8 @@ def cached_trace(inputs: Inputs, compute: Callable[[Inputs], int]) -> int:
     try:
         found = int(json.loads(path.read_text())["bytes"])
     except (OSError, ValueError, KeyError, TypeError):
+        for listener in _trace_listeners:
+            listener(inputs)
         found = compute(inputs)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
