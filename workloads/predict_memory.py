@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 import weakref
 from dataclasses import replace
 from typing import Any, Callable, Iterator
@@ -390,11 +391,15 @@ def _by_ranks(inputs: Inputs) -> int:
 
 def compute_bytes(inputs: Inputs) -> int:
     """The prediction itself (uncached): traced, or DeepSpeed's analytic model."""
-    if inputs.strategy in DEEPSPEED:
-        return deepspeed_bytes(inputs)
-    if inputs.strategy in FSDP and inputs.devices > FSDP_EXTRAPOLATE_ABOVE:
-        return _by_ranks(inputs)
-    return _by_layers(inputs, measure_step)
+    with warnings.catch_warnings():
+        # FSDP's DTensor parameters on the fake CPU mesh: torch warns that random ops may not be
+        # supported there; the trace draws no random numbers that matter (only shapes do).
+        warnings.filterwarnings("ignore", message="DTensor random operators")
+        if inputs.strategy in DEEPSPEED:
+            return deepspeed_bytes(inputs)
+        if inputs.strategy in FSDP and inputs.devices > FSDP_EXTRAPOLATE_ABOVE:
+            return _by_ranks(inputs)
+        return _by_layers(inputs, measure_step)
 
 
 def predict_bytes(p: dict[str, Any], default_model: str = "gpt2") -> int:

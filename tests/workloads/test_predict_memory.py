@@ -136,6 +136,19 @@ def test_a_deep_model_extrapolates_to_what_a_direct_trace_gives(strategy: str, r
     assert extrapolated > predict_memory.compute_bytes(inputs)  # 7 layers hold more than 4
 
 
+@pytest.mark.parametrize("strategy,ranks", [("ddp", 2), ("fsdp-full", 4), ("fsdp-grad-op", 1)])
+def test_many_micro_batches_predict_what_tracing_them_all_gives(predict: Any, strategy: str, ranks: int) -> None:
+    """Accumulating 12 micro-batches is traced as 4 (memory.ACCUM_TRACED): the same bytes as all 12."""
+    from workloads import memory, predict_memory
+
+    p = {"model": "tiny", "strategy": strategy, "precision": "bf16", "devices": ranks, "grad_accum": 12, **SHAPE}
+    predicted = predict_memory.predict_bytes(p)
+    direct = predict_memory.compute_bytes(memory.Inputs.of(p))
+    print(f"tiny {strategy} bf16 {ranks} rank(s), 12 micro-batches: predicted {predicted} B, traced {direct} B")
+    assert predicted == direct
+    assert predicted > predict_memory.predict_bytes({**p, "grad_accum": 1})  # accumulation holds gradients
+
+
 def test_a_prediction_is_cached_in_process_and_on_disk(predict: Any) -> None:
     from workloads import memory, predict_memory
 
