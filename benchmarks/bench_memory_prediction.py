@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/bench_memory_prediction.py [examples/B3-largest-model.yaml ...]
 
+Without arguments: every sweep in examples/, each in its own empty cache, and the totals.
+
 For each sweep, in fresh processes of the real CLI (``orch plan --dry-run --json``), each in a
 temporary ORCH_HOME, prints wall and CPU seconds (user + system, start-up included) of:
 
@@ -24,7 +26,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT = ["examples/B3-largest-model.yaml", "examples/B4-strategies.yaml"]
+DEFAULT = sorted(str(p.relative_to(REPO)) for p in (REPO / "examples").glob("*.yaml"))
 
 
 def _plan(sweep: str, env: dict[str, str]) -> tuple[float, float, int]:
@@ -44,6 +46,7 @@ def main(sweeps: list[str]) -> None:
     print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
     print("| sweep | runs | formula | traced, cold | traced, warm | warm / formula (CPU) |")
     print("|---|---|---|---|---|---|")
+    totals = [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
     for sweep in sweeps:
         with tempfile.TemporaryDirectory() as tmp:
             base = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
@@ -51,8 +54,15 @@ def main(sweeps: list[str]) -> None:
             formula = _plan(sweep, {**base, "ORCH_MEMORY_TRACE": "0"})
             cold = _plan(sweep, base)
             warm = _plan(sweep, base)
+        for total, (w, c, _) in zip(totals, (formula, cold, warm)):
+            total[0] += w
+            total[1] += c
         cells = [f"{w:.1f} s wall, {c:.1f} s CPU" for w, c, _ in (formula, cold, warm)]
-        print(f"| {Path(sweep).name} | {formula[2]} | {' | '.join(cells)} | {warm[1] / formula[1]:.2f} |")
+        print(f"| {Path(sweep).name} | {formula[2]} | {' | '.join(cells)} | {warm[1] / formula[1]:.2f} |", flush=True)
+    if len(sweeps) > 1:
+        cells = [f"{w:.1f} s wall, {c:.1f} s CPU" for w, c in totals]
+        print(f"| **all {len(sweeps)}** | | {' | '.join(cells)} | {totals[2][1] / totals[0][1]:.2f} |")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
