@@ -9,7 +9,11 @@ meanwhile). Prints, per row, orch's TFLOP/s over the bare loop's. Goal: 0.90-1.1
 ``--rounds R`` (default 5) repeats (orch run, then the bare loops) R times and compares the
 medians over the rounds: this VM's speed drifts by 10-20% over minutes (seen in the bare
 loops alone), and a single orch sample against a single bare sample taken a minute later
-measures the drift, not orch. Each round's ratio is printed beside the median's.
+measures the drift, not orch. So each orch run is bracketed: its bare figure is the mean of
+the bare loops measured just before it and just after it (the after-loops of one round are
+the before-loops of the next; a first, uncounted orch run gives the first before-loops their
+step counts and warms the page cache), which cancels a drift that is steady over the two
+minutes. Each round's ratio is printed beside the median's.
 
 The bare figure is total work over total time (``processes * iters * 2MNK`` over the
 slowest process's timed loop), the median of ``--repeats`` loops. Beside it the table
@@ -174,18 +178,23 @@ def main() -> None:
     parser.add_argument("--sweep", default=str(REPO / "examples" / "quickstart.yaml"))
     parser.add_argument("--repeats", type=int, default=5, help="bare loops per row and round (median taken)")
     parser.add_argument("--rounds", type=int, default=5,
-                        help="rounds of (orch run, then the bare loops); medians over rounds are compared")
+                        help="counted rounds of (orch run, then the bare loops), after one uncounted; medians over rounds are compared")
     opts = parser.parse_args()
 
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; before: {uptime()}")
     table: dict[tuple[str, int, int, int, int], Row] = {}
     cores = usable_cores()
-    for round_no in range(1, opts.rounds + 1):
+    # Bare figures of the loops measured after orch run r, by row: (work/time, median-step).
+    after: dict[int, dict[tuple[str, int, int, int, int], tuple[float, float]]] = {}
+    for round_no in range(0, opts.rounds + 1):  # round 0: uncounted, it sets up the first bracket
         ticks = cpu_ticks()
         rows, wall, home = orch_round(opts.sweep)
-        print(f"# round {round_no}: orch run, {len(rows)} rows in {wall:.0f} s (ORCH_HOME={home}); {steal(ticks)}; "
-              f"{uptime()}")
+        label = "uncounted first orch run" if round_no == 0 else "orch run"
+        print(f"# round {round_no}: {label}, {len(rows)} rows in {wall:.0f} s (ORCH_HOME={home}); "
+              f"{steal(ticks)}; {uptime()}")
         ticks = cpu_ticks()
+        after[round_no] = {}
+        counted: list[tuple[tuple[str, int, int, int, int], float, float]] = []  # (row, tflops, median)
         # The bare loops, alone: hold every core of the machine-wide ledger meanwhile.
         ledger = CoreLedger()
         grant = ledger.acquire(len(cores), len(cores), job="bench_quickstart_fidelity")
@@ -204,20 +213,28 @@ def main() -> None:
                 row.threads, row.cores = int(figures["threads"]), int(figures["cores"])
                 # As many timed steps as the run took (--min-time may have added to --iters).
                 steps = int(doc["timing"].get("timed_steps") or params["iters"])
-                bare_wt, bare_med = bare(m, n, k, row.precision, row.devices, row.threads, cores[:row.cores],
-                                         int(params["warmup"]), steps, opts.repeats)
-                row.steps.append(steps)
-                row.orch.append(float(found["tflops"]))  # type: ignore[arg-type]
-                row.orch_median.append(float(figures.get("tflops_median") or 0.0))
-                row.bare.append(bare_wt)
-                row.bare_median.append(bare_med)
+                after[round_no][key] = bare(m, n, k, row.precision, row.devices, row.threads, cores[:row.cores],
+                                            int(params["warmup"]), steps, opts.repeats)
+                if round_no:
+                    row.steps.append(steps)
+                    counted.append((key, float(found["tflops"]), float(figures.get("tflops_median") or 0.0)))  # type: ignore[arg-type]
         finally:
             ledger.release()
+        for key, tflops, tflops_median in counted:
+            before = after[round_no - 1].get(key)
+            now = after[round_no][key]
+            pair = [now] if before is None else [before, now]
+            row = table[key]
+            row.orch.append(tflops)
+            row.orch_median.append(tflops_median)
+            row.bare.append(statistics.fmean(p[0] for p in pair))
+            row.bare_median.append(statistics.fmean(p[1] for p in pair))
         print(f"# round {round_no}: bare loops done; {steal(ticks)}; {uptime()}")
 
     med = statistics.median
     print()
-    print(f"Medians over {opts.rounds} rounds (bare: each round the median of {opts.repeats} loops).")
+    print(f"Medians over {opts.rounds} rounds (bare: each round the mean of the loops just before and just after "
+          f"the orch run, each the median of {opts.repeats} loops).")
     print()
     print("| precision | procs | M x N x K | cores | threads/proc | timed steps | orch `tflops` | bare work/time "
           "| **orch / bare** | per round | orch `tflops_median` | bare median-step | median / median |")

@@ -35,8 +35,35 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+# One row (a dict in a list of dicts) per line: json's C encoder writes it; with ``indent`` json
+# falls back to its pure-Python encoder, ~50 us a row, which a 20,000-run plan listing feels.
+_ROW = json.JSONEncoder(default=jsonable, separators=(", ", ": "))
+
+
+def _rows_text(rows: list[Any], indent: str) -> str:
+    return "[\n" + ",\n".join(indent + "  " + _ROW.encode(row) for row in rows) + "\n" + indent + "]"
+
+
+def _is_rows(value: Any) -> bool:
+    return type(value) is list and bool(value) and all(type(item) is dict for item in value)
+
+
+def json_text(data: Any) -> str:
+    """``json.dumps(data, indent=2)``, but for lists of rows (dicts), each row on one line."""
+    if _is_rows(data):
+        return _rows_text(data, "")
+    if type(data) is not dict or not data or not all(type(key) is str for key in data):
+        return json.dumps(data, default=jsonable, indent=2)
+    members = []
+    for key, value in data.items():
+        text = (_rows_text(value, "  ") if _is_rows(value)
+                else json.dumps(value, default=jsonable, indent=2).replace("\n", "\n  "))
+        members.append(f"  {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(members) + "\n}"
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, default=jsonable, indent=2) + "\n")
+    sys.stdout.write(json_text(data) + "\n")
 
 
 def fmt(value: Any) -> str:

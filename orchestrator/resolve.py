@@ -175,11 +175,16 @@ def _run_values(spec: RunSpec, workload: Workload) -> dict[str, Any]:
             "strategy": spec.strategy, "batch_size": spec.batch_size, "seq_len": spec.seq_len}
 
 
-def _shape_key(spec: RunSpec) -> tuple[Any, ...]:
-    """What a plan-time prediction of a run depends on, as a cache key. The values' types are
-    part of it: 1 == 1.0 == True as dictionary keys. Raises TypeError on hashing a list value."""
-    return (spec.workload, spec.params, tuple(type(v) for _, v in spec.params), spec.precision,
-            spec.devices, spec.strategy, spec.batch_size, spec.seq_len)
+def _shape_key(spec: RunSpec) -> tuple[Any, ...] | None:
+    """What a plan-time prediction of a run depends on, as a cache key; None where a value cannot
+    be one (a list). The values' types are part of it: 1 == 1.0 == True as dictionary keys."""
+    key = (spec.workload, spec.params, tuple([type(v) for _, v in spec.params]), spec.precision,
+           spec.devices, spec.strategy, spec.batch_size, spec.seq_len)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _memory_need_gb(spec: RunSpec, workload: Workload) -> float | None:
@@ -230,6 +235,24 @@ MemoryCache = dict[tuple[Any, ...], "float | None"]
 
 # A workload's refusal depends on the run's values alone, not the site: once per shape per process.
 _REFUSALS: dict[tuple[Any, ...], str | None] = {}
+# So does the run as the time model sees it (its step time is the site's): once per shape per process.
+_RUN_MODELS: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
+
+
+def _run_model(spec: RunSpec, workload: Workload, key: tuple[Any, ...] | None) -> tuple[Any, dict[str, Any]]:
+    """(the time model's view of the run or None, the run's values), cached by shape ``key`` (None: no cache)."""
+    from orchestrator.perfmodel.runmodel import run_model
+
+    found = _RUN_MODELS.get(key) if key is not None else None
+    if found is None:
+        values = {**workload.defaults(), **spec.param_dict}
+        found = (run_model(spec.workload, values, devices=spec.devices, precision=spec.precision,
+                           strategy=spec.strategy, batch_size=spec.batch_size, seq_len=spec.seq_len), values)
+        if key is not None:
+            if len(_RUN_MODELS) > 100_000:
+                _RUN_MODELS.clear()
+            _RUN_MODELS[key] = found
+    return found
 
 
 class SiteResolver:
@@ -261,51 +284,40 @@ class SiteResolver:
             found = self._queues[key] = _pick_queue(self.site, nodes, devices, walltime_s, requested)
         return found
 
-    def _refusal(self, spec: RunSpec, workload: Workload) -> str | None:
+    def _refusal(self, spec: RunSpec, workload: Workload, key: tuple[Any, ...] | None) -> str | None:
         """Why the workload's program would refuse this run at start (registry ``refusal``)."""
         if workload.refusal is None:
             return None
-        key = _shape_key(spec)
-        try:
-            if key in _REFUSALS:
-                return _REFUSALS[key]
-        except TypeError:  # an unhashable parameter value: no cache
-            key = None  # type: ignore[assignment]
+        if key is not None and key in _REFUSALS:
+            return _REFUSALS[key]
         found = workload.refusal(_run_values(spec, workload))
         if key is not None:
             _REFUSALS[key] = found
         return found
 
-    def _memory_need(self, spec: RunSpec, workload: Workload) -> float | None:
+    def _memory_need(self, spec: RunSpec, workload: Workload, key: tuple[Any, ...] | None) -> float | None:
         """Predicted GB of tensors per device, once per distinct run shape (every site shares it)."""
         if workload.memory_bytes is None:
             return None
-        key = _shape_key(spec)
-        try:
-            if key in self._memory:
-                return self._memory[key]
-        except TypeError:  # a parameter value that cannot be a key (a list): predict it every time
+        if key is None:  # a parameter value that cannot be a key (a list): predict it every time
             return _memory_need_gb(spec, workload)
+        if key in self._memory:
+            return self._memory[key]
         need_gb = self._memory[key] = _memory_need_gb(spec, workload)
         return need_gb
 
-    def _time_need(self, spec: RunSpec, workload: Workload) -> tuple[float | None, float | None]:
+    def _time_need(self, spec: RunSpec, workload: Workload,
+                   key: tuple[Any, ...] | None) -> tuple[float | None, float | None]:
         """Predicted (step, run) seconds on this site, once per distinct run shape."""
-        from orchestrator.perfmodel.runmodel import MODELLED, run_model, run_seconds
+        from orchestrator.perfmodel.runmodel import MODELLED, run_seconds
 
         if spec.workload not in MODELLED:
             return None, None
-        key: tuple[Any, ...] | None = _shape_key(spec)
-        try:
-            found = self._times.get(key)  # type: ignore[arg-type]
-        except TypeError:  # an unhashable parameter value: no cache
-            key, found = None, None
+        found = self._times.get(key) if key is not None else None
         if found is not None:
             return found
-        values = {**workload.defaults(), **spec.param_dict}
         result: tuple[float | None, float | None] = (None, None)
-        model = run_model(spec.workload, values, devices=spec.devices, precision=spec.precision,
-                          strategy=spec.strategy, batch_size=spec.batch_size, seq_len=spec.seq_len)
+        model, values = _run_model(spec, workload, key)
         machine = self._get_machine() if model is not None else None
         if model is not None and machine is not None:
             try:
@@ -352,11 +364,12 @@ class SiteResolver:
         site = self.site
 
         predicted: float | None = None  # GB of tensors per device, once known
+        key = _shape_key(spec)  # the predictions' cache key
 
         def skip(reason: str, memory: bool = True) -> Resolved:
             need = predicted
             if memory and need is None and not isinstance(self._get_launcher(), VendorRunner):
-                need = self._memory_need(spec, registry.get(spec.workload))  # shown for every run (cached)
+                need = self._memory_need(spec, registry.get(spec.workload), key)  # shown for every run (cached)
             return Resolved(spec, site, None, reason, need)
 
         where = self.where
@@ -381,14 +394,14 @@ class SiteResolver:
             # applications decide what can run and how, not orch's PyTorch memory model.
             reason = vendor.supports(spec.workload, spec.precision, spec_values(spec))
         else:
-            refused = self._refusal(spec, workload)
+            refused = self._refusal(spec, workload, key)
             if refused:  # the program would refuse it at start: no job, and nothing to trace
                 return skip(f"{spec.workload} refuses these values: {refused}", memory=False)
-            predicted = self._memory_need(spec, workload)
+            predicted = self._memory_need(spec, workload, key)
             reason = _over_memory(predicted, site) if spec.check_memory else None
         if reason:
             return skip(reason)
-        step_s, run_s = (None, None) if isinstance(vendor, VendorRunner) else self._time_need(spec, workload)
+        step_s, run_s = (None, None) if isinstance(vendor, VendorRunner) else self._time_need(spec, workload, key)
         walltime_s = spec.walltime_s
         if walltime_s == AUTO_WALLTIME:
             if run_s is None:

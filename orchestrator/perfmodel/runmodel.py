@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from orchestrator.perfmodel.layout import ZERO_STAGE, Layout
 from orchestrator.perfmodel.machine import Machine
-from orchestrator.perfmodel.transformer import BYTES, ModelShape, estimate
+from orchestrator.perfmodel.transformer import BYTES, ModelShape, step_seconds
 
 GPT_WORKLOADS = {"gpt2": "gpt2", "genslm": "gpt2-xl"}  # workload -> its default model preset
 MODELLED = frozenset({*GPT_WORKLOADS, "gemm"})  # the workloads the time model predicts
@@ -27,7 +27,7 @@ _RECOMPUTE = ("activation_checkpointing", "checkpointing", "recompute")
 
 @dataclass(frozen=True)
 class RunModel:
-    """What the model needs of a run: ``estimate(shape, layout, ...)`` arguments, or a GEMM."""
+    """What the model needs of a run: ``estimate(shape, layout, ...)``'s arguments, or a GEMM."""
 
     shape: ModelShape | None
     layout: Layout
@@ -45,8 +45,8 @@ class RunModel:
             memory = (m * k + k * n + m * n) * act / (machine.bandwidth_gbs * 1e9 * eff.memory)
             return max(compute, memory) + eff.op_overhead_us * 1e-6
         assert self.shape is not None
-        return estimate(self.shape, self.layout, machine, precision=self.precision, batch_size=self.micro_batch,
-                        micro_batch=self.micro_batch, global_batch=self.global_batch).step_s
+        return step_seconds(self.shape, self.layout, machine, precision=self.precision, batch_size=self.micro_batch,
+                            micro_batch=self.micro_batch, global_batch=self.global_batch)
 
 
 def _first(values: Mapping[str, Any], names: tuple[str, ...], default: Any) -> Any:

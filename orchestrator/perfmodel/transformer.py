@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from orchestrator.perfmodel.layout import Layout
 from orchestrator.perfmodel.machine import Machine
@@ -167,11 +168,25 @@ def _memory(shape: ModelShape, layout: Layout, machine: Machine, precision: str,
             "fixed": machine.fixed_memory_gb}
 
 
-def estimate(shape: ModelShape, layout: Layout, machine: Machine, *, precision: str, batch_size: int,
-             micro_batch: int | None = None, global_batch: int | None = None) -> Estimate:
-    """Predicted step of ``layout``: the global batch is ``batch_size`` x devices sequences
-    (or ``global_batch``); each model replica (dp of them) runs its share in micro-batches of
-    ``micro_batch`` (default ``batch_size``) sequences: gradient accumulation, or the pipeline's m."""
+class _Timeline(NamedTuple):
+    """A step's parts in seconds (see :class:`Estimate`), and what ``estimate`` derives from them."""
+
+    step_s: float
+    compute_s: float
+    tp_comm_s: float
+    cp_comm_s: float
+    pp_comm_s: float
+    bubble_s: float
+    dp_comm_exposed_s: float
+    optimizer_s: float
+    micro_batches: int
+    micro_batch: int  # sequences per micro-batch, after capping at the replica's share
+    global_batch: int
+
+
+def _timeline(shape: ModelShape, layout: Layout, machine: Machine, precision: str, batch_size: int,
+              micro_batch: int | None, global_batch: int | None) -> _Timeline:
+    """The step of ``layout`` (see :func:`estimate`), without the memory model."""
     devices = layout.devices
     global_batch = global_batch or batch_size * devices
     mb = micro_batch or batch_size
@@ -234,19 +249,37 @@ def estimate(shape: ModelShape, layout: Layout, machine: Machine, *, precision: 
     # Optimizer (AdamW): a pass over fp32 parameters (r/w), gradients (r), two moments (r/w).
     shard = n_local / (d if layout.zero >= 1 else 1)
     optimizer = _op(machine, 0.0, shard * (8 + 4 + 16), peak) + 6 * machine.efficiency.op_overhead_us * 1e-6
+    return _Timeline(step_s=pipeline + dp_exposed + optimizer, compute_s=m * layers * fwd * passes + m * head,
+                     tp_comm_s=m * layers * tp_comm, cp_comm_s=m * layers * cp_comm, pp_comm_s=(m + p - 1) * pp_comm,
+                     bubble_s=bubble, dp_comm_exposed_s=dp_exposed, optimizer_s=optimizer, micro_batches=m,
+                     micro_batch=mb, global_batch=global_batch)
 
-    step = pipeline + dp_exposed + optimizer
-    tokens_step = global_batch * shape.seq_len
+
+def step_seconds(shape: ModelShape, layout: Layout, machine: Machine, *, precision: str, batch_size: int,
+                 micro_batch: int | None = None, global_batch: int | None = None) -> float:
+    """``estimate(...).step_s`` alone (what ``orch plan`` asks of every run), without the memory model."""
+    return _timeline(shape, layout, machine, precision, batch_size, micro_batch, global_batch).step_s
+
+
+def estimate(shape: ModelShape, layout: Layout, machine: Machine, *, precision: str, batch_size: int,
+             micro_batch: int | None = None, global_batch: int | None = None) -> Estimate:
+    """Predicted step of ``layout``: the global batch is ``batch_size`` x devices sequences
+    (or ``global_batch``); each model replica (dp of them) runs its share in micro-batches of
+    ``micro_batch`` (default ``batch_size``) sequences: gradient accumulation, or the pipeline's m."""
+    line = _timeline(shape, layout, machine, precision, batch_size, micro_batch, global_batch)
+    step = line.step_s
+    tokens_step = line.global_batch * shape.seq_len
     model_flops = shape.model_flops_per_token() * tokens_step
-    parts = _memory(shape, layout, machine, precision, mb, m)
+    parts = _memory(shape, layout, machine, precision, line.micro_batch, line.micro_batches)
     memory_gb = sum(parts.values())
     fits = machine.memory_gb is None or memory_gb <= machine.memory_gb
-    mfu = model_flops / step / (devices * peak) if step > 0 else None
+    peak = machine.peak(precision) * 1e12
+    mfu = model_flops / step / (layout.devices * peak) if step > 0 else None
     return Estimate(layout=layout, step_s=step, tokens_per_s=tokens_step / step, mfu=mfu, memory_gb=memory_gb,
-                    fits=fits, compute_s=m * layers * fwd * passes + m * head, tp_comm_s=m * layers * tp_comm,
-                    cp_comm_s=m * layers * cp_comm, pp_comm_s=(m + p - 1) * pp_comm, bubble_s=bubble,
-                    dp_comm_exposed_s=dp_exposed, optimizer_s=optimizer, micro_batches=m,
-                    model_flops=model_flops, memory_parts=parts)
+                    fits=fits, compute_s=line.compute_s, tp_comm_s=line.tp_comm_s, cp_comm_s=line.cp_comm_s,
+                    pp_comm_s=line.pp_comm_s, bubble_s=line.bubble_s, dp_comm_exposed_s=line.dp_comm_exposed_s,
+                    optimizer_s=line.optimizer_s, micro_batches=line.micro_batches, model_flops=model_flops,
+                    memory_parts=parts)
 
 
 def bubble_fraction(pp: int, micro_batches: int) -> float:
