@@ -47,6 +47,7 @@ from workloads.harness import Session
 from workloads.layouts import Layout, stage_bounds
 from workloads.models.configs import GPTConfig
 from workloads.models.gpt import GPT
+from workloads.strategies import TorchTrainer
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -167,37 +168,18 @@ def _optimizer(session: Session, params: list[nn.Parameter], lr: float, tp: int)
     return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused or None)
 
 
-class TensorParallelTrainer:
-    """tp > 1, pp = 1: forward and backward under loss_parallel, then the dp gradient average."""
+class TensorParallelTrainer(TorchTrainer):
+    """tp > 1, pp = 1: the step of ddp/fsdp, each forward and backward under loss_parallel, then the
+    dp gradient average (``sync``) before the optimiser."""
 
     def __init__(self, session: Session, model: nn.Module, layout: Layout, sync: Callable[[], None],
                  micro_sync: Callable[[bool], contextlib.AbstractContextManager[Any]], lr: float) -> None:
-        self.session, self.model, self.layout = session, model, layout
-        self.sync, self.micro_sync = sync, micro_sync
-        self.loss_context = _loss_context(layout)
-        self.opt = _optimizer(session, list(model.parameters()), lr, layout.tp)
-        self.scaler = session.precision.grad_scaler(session.device)
+        super().__init__(session, model, model, micro_sync, lr, loss_context=_loss_context(layout),
+                         after_backward=sync, optimizer=_optimizer(session, list(model.parameters()), lr, layout.tp))
+        self.layout = layout
 
-    def step(self, micro: list[Batch]) -> torch.Tensor:
-        prec, dev = self.session.precision, self.session.device
-        loss = torch.zeros(())
-        for i, (x, y) in enumerate(micro):
-            with self.micro_sync(i == len(micro) - 1), self.loss_context():
-                with prec.autocast(dev):
-                    _, loss = self.model(x, y)
-                scaled = loss / len(micro)
-                (self.scaler.scale(scaled) if self.scaler else scaled).backward()
-        self.sync()
-        if self.scaler:
-            self.scaler.step(self.opt)
-            self.scaler.update()
-        else:
-            self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        return _local(loss.detach())
-
-    def final_loss(self, loss: torch.Tensor) -> float:
-        return float(loss.float().item())
+    def local_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        return _local(loss)
 
 
 def build_tensor_parallel(session: Session, strategy: str, cfg: GPTConfig, layout: Layout, lr: float) -> Any:

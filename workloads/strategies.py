@@ -48,35 +48,51 @@ class Trainer:
 
 
 class TorchTrainer(Trainer):
-    """ddp, fsdp and the plain single-rank model."""
+    """ddp, fsdp and the plain single-rank model; with its hooks, tensor parallel too (workloads/parallel.py).
+
+    ``sync(is_last_micro_batch)``: a context around each micro-batch (DDP's ``no_sync`` but on the
+    last); ``loss_context()``: around each forward and backward (tensor parallel's loss_parallel);
+    ``after_backward()``: after the last backward, before the optimiser (a model-parallel layout's
+    data-parallel gradient average); ``optimizer``: in place of the default AdamW.
+    """
 
     def __init__(self, session: Session, model: nn.Module, forward: Callable[..., Any],
-                 sync: Callable[[bool], contextlib.AbstractContextManager[Any]], lr: float) -> None:
+                 sync: Callable[[bool], contextlib.AbstractContextManager[Any]], lr: float, *,
+                 optimizer: torch.optim.Optimizer | None = None,
+                 loss_context: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+                 after_backward: Callable[[], None] = lambda: None) -> None:
         self.session = session
         self.model = model
         self.forward = forward
-        self.sync = sync  # sync(is_last_micro_batch) -> context manager
+        self.sync = sync
+        self.loss_context = loss_context
+        self.after_backward = after_backward
         fused = session.device.type == "cuda"  # one kernel for the whole Adam update
-        self.opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1,
-                                     fused=fused or None)
+        self.opt = optimizer or torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1,
+                                                  fused=fused or None)
         self.scaler = session.precision.grad_scaler(session.device)
 
     def step(self, micro: list[Batch]) -> torch.Tensor:
         prec, dev = self.session.precision, self.session.device
         loss = torch.zeros(())
         for i, (x, y) in enumerate(micro):
-            with self.sync(i == len(micro) - 1):
+            with self.sync(i == len(micro) - 1), self.loss_context():
                 with prec.autocast(dev):
                     _, loss = self.forward(x, y)
                 scaled = loss / len(micro)
                 (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+        self.after_backward()
         if self.scaler:
             self.scaler.step(self.opt)
             self.scaler.update()
         else:
             self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-        return loss.detach()
+        return self.local_loss(loss.detach())
+
+    def local_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """The step's loss as this rank holds it (tensor parallel: a DTensor's local part)."""
+        return loss
 
 
 class DeepSpeedTrainer(Trainer):
