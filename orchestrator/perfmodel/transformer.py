@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass, field, fields
 
 from orchestrator.perfmodel.layout import Layout
 from orchestrator.perfmodel.machine import Machine
@@ -41,15 +40,10 @@ class ModelShape:
 
 
 @dataclass
-class Estimate:
-    """One layout's predicted step: times in seconds, memory in GB per device (the fullest stage)."""
+class StepTime:
+    """One layout's predicted step, in seconds by part."""
 
-    layout: Layout
     step_s: float
-    tokens_per_s: float
-    mfu: float | None
-    memory_gb: float
-    fits: bool
     compute_s: float  # compute of the critical path (the slowest stage, all micro-batches)
     tp_comm_s: float
     cp_comm_s: float
@@ -58,7 +52,20 @@ class Estimate:
     dp_comm_exposed_s: float
     optimizer_s: float
     micro_batches: int
-    model_flops: float  # per step, all devices
+    micro_batch: int  # sequences per micro-batch, after capping at the replica's share
+    global_batch: int  # sequences per step, all replicas
+
+
+@dataclass
+class Estimate(StepTime):
+    """One layout's predicted step and memory: times in seconds, memory in GB per device (the fullest stage)."""
+
+    layout: Layout = field(default_factory=Layout)
+    tokens_per_s: float = 0.0
+    mfu: float | None = None
+    memory_gb: float = 0.0
+    fits: bool = True
+    model_flops: float = 0.0  # per step, all devices
     memory_parts: dict[str, float] = field(default_factory=dict)  # GB per device by part
 
 
@@ -168,24 +175,8 @@ def _memory(shape: ModelShape, layout: Layout, machine: Machine, precision: str,
             "fixed": machine.fixed_memory_gb}
 
 
-class _Timeline(NamedTuple):
-    """A step's parts in seconds (see :class:`Estimate`), and what ``estimate`` derives from them."""
-
-    step_s: float
-    compute_s: float
-    tp_comm_s: float
-    cp_comm_s: float
-    pp_comm_s: float
-    bubble_s: float
-    dp_comm_exposed_s: float
-    optimizer_s: float
-    micro_batches: int
-    micro_batch: int  # sequences per micro-batch, after capping at the replica's share
-    global_batch: int
-
-
 def _timeline(shape: ModelShape, layout: Layout, machine: Machine, precision: str, batch_size: int,
-              micro_batch: int | None, global_batch: int | None) -> _Timeline:
+              micro_batch: int | None, global_batch: int | None) -> StepTime:
     """The step of ``layout`` (see :func:`estimate`), without the memory model."""
     devices = layout.devices
     global_batch = global_batch or batch_size * devices
@@ -249,7 +240,7 @@ def _timeline(shape: ModelShape, layout: Layout, machine: Machine, precision: st
     # Optimizer (AdamW): a pass over fp32 parameters (r/w), gradients (r), two moments (r/w).
     shard = n_local / (d if layout.zero >= 1 else 1)
     optimizer = _op(machine, 0.0, shard * (8 + 4 + 16), peak) + 6 * machine.efficiency.op_overhead_us * 1e-6
-    return _Timeline(step_s=pipeline + dp_exposed + optimizer, compute_s=m * layers * fwd * passes + m * head,
+    return StepTime(step_s=pipeline + dp_exposed + optimizer, compute_s=m * layers * fwd * passes + m * head,
                      tp_comm_s=m * layers * tp_comm, cp_comm_s=m * layers * cp_comm, pp_comm_s=(m + p - 1) * pp_comm,
                      bubble_s=bubble, dp_comm_exposed_s=dp_exposed, optimizer_s=optimizer, micro_batches=m,
                      micro_batch=mb, global_batch=global_batch)
@@ -275,11 +266,9 @@ def estimate(shape: ModelShape, layout: Layout, machine: Machine, *, precision: 
     fits = machine.memory_gb is None or memory_gb <= machine.memory_gb
     peak = machine.peak(precision) * 1e12
     mfu = model_flops / step / (layout.devices * peak) if step > 0 else None
-    return Estimate(layout=layout, step_s=step, tokens_per_s=tokens_step / step, mfu=mfu, memory_gb=memory_gb,
-                    fits=fits, compute_s=line.compute_s, tp_comm_s=line.tp_comm_s, cp_comm_s=line.cp_comm_s,
-                    pp_comm_s=line.pp_comm_s, bubble_s=line.bubble_s, dp_comm_exposed_s=line.dp_comm_exposed_s,
-                    optimizer_s=line.optimizer_s, micro_batches=line.micro_batches, model_flops=model_flops,
-                    memory_parts=parts)
+    return Estimate(**{f.name: getattr(line, f.name) for f in fields(StepTime)}, layout=layout,
+                    tokens_per_s=tokens_step / step, mfu=mfu, memory_gb=memory_gb, fits=fits,
+                    model_flops=model_flops, memory_parts=parts)
 
 
 def bubble_fraction(pp: int, micro_batches: int) -> float:
