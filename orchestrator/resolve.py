@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from orchestrator import paths
 from orchestrator.expand import RunSpec
@@ -22,6 +22,7 @@ from workloads.registry import Workload
 
 if TYPE_CHECKING:
     from orchestrator.perfmodel.machine import Machine
+    from orchestrator.perfmodel.runmodel import RunModel
 
 # ``walltime: auto`` (orchestrator/sweep.py) reaches the resolver as this walltime_s; the
 # placement gets the prediction x AUTO_MARGIN + AUTO_STARTUP_S (see auto_walltime).
@@ -233,26 +234,29 @@ def resolve(spec: RunSpec, site: SiteProfile, env: Mapping[str, str], python: st
 MemoryCache = dict[tuple[Any, ...], "float | None"]
 
 
-# A workload's refusal depends on the run's values alone, not the site: once per shape per process.
+def _once(cache: dict[tuple[Any, ...], Any], key: tuple[Any, ...] | None, compute: Callable[[], Any]) -> Any:
+    """``compute()``, once per shape ``key`` in ``cache`` (every time where the key is None)."""
+    if key is None:
+        return compute()
+    if key in cache:
+        return cache[key]
+    value = cache[key] = compute()
+    return value
+
+
+# What depends on a run's values alone, not on the site, once per shape per process: a workload's
+# refusal, and the run as the time model sees it (its step time is the site's).
 _REFUSALS: dict[tuple[Any, ...], str | None] = {}
-# So does the run as the time model sees it (its step time is the site's): once per shape per process.
-_RUN_MODELS: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
+_RUN_MODELS: dict[tuple[Any, ...], tuple[RunModel | None, dict[str, Any]]] = {}
 
 
-def _run_model(spec: RunSpec, workload: Workload, key: tuple[Any, ...] | None) -> tuple[Any, dict[str, Any]]:
-    """(the time model's view of the run or None, the run's values), cached by shape ``key`` (None: no cache)."""
+def _run_model(spec: RunSpec, workload: Workload) -> tuple[RunModel | None, dict[str, Any]]:
+    """The time model's view of the run (None where it has none) and the run's values."""
     from orchestrator.perfmodel.runmodel import run_model
 
-    found = _RUN_MODELS.get(key) if key is not None else None
-    if found is None:
-        values = {**workload.defaults(), **spec.param_dict}
-        found = (run_model(spec.workload, values, devices=spec.devices, precision=spec.precision,
-                           strategy=spec.strategy, batch_size=spec.batch_size, seq_len=spec.seq_len), values)
-        if key is not None:
-            if len(_RUN_MODELS) > 100_000:
-                _RUN_MODELS.clear()
-            _RUN_MODELS[key] = found
-    return found
+    values = {**workload.defaults(), **spec.param_dict}
+    return run_model(spec.workload, values, devices=spec.devices, precision=spec.precision,
+                     strategy=spec.strategy, batch_size=spec.batch_size, seq_len=spec.seq_len), values
 
 
 class SiteResolver:
@@ -286,48 +290,39 @@ class SiteResolver:
 
     def _refusal(self, spec: RunSpec, workload: Workload, key: tuple[Any, ...] | None) -> str | None:
         """Why the workload's program would refuse this run at start (registry ``refusal``)."""
-        if workload.refusal is None:
+        refusal = workload.refusal
+        if refusal is None:
             return None
-        if key is not None and key in _REFUSALS:
-            return _REFUSALS[key]
-        found = workload.refusal(_run_values(spec, workload))
-        if key is not None:
-            _REFUSALS[key] = found
-        return found
+        return _once(_REFUSALS, key, lambda: refusal(_run_values(spec, workload)))
 
     def _memory_need(self, spec: RunSpec, workload: Workload, key: tuple[Any, ...] | None) -> float | None:
         """Predicted GB of tensors per device, once per distinct run shape (every site shares it)."""
         if workload.memory_bytes is None:
             return None
-        if key is None:  # a parameter value that cannot be a key (a list): predict it every time
-            return _memory_need_gb(spec, workload)
-        if key in self._memory:
-            return self._memory[key]
-        need_gb = self._memory[key] = _memory_need_gb(spec, workload)
-        return need_gb
+        return _once(self._memory, key, lambda: _memory_need_gb(spec, workload))
 
     def _time_need(self, spec: RunSpec, workload: Workload,
                    key: tuple[Any, ...] | None) -> tuple[float | None, float | None]:
         """Predicted (step, run) seconds on this site, once per distinct run shape."""
-        from orchestrator.perfmodel.runmodel import MODELLED, run_seconds
+        from orchestrator.perfmodel.runmodel import MODELLED
 
         if spec.workload not in MODELLED:
             return None, None
-        found = self._times.get(key) if key is not None else None
-        if found is not None:
-            return found
-        result: tuple[float | None, float | None] = (None, None)
-        model, values = _run_model(spec, workload, key)
+        return _once(self._times, key, lambda: self._predict_time(spec, workload, key))
+
+    def _predict_time(self, spec: RunSpec, workload: Workload,
+                      key: tuple[Any, ...] | None) -> tuple[float | None, float | None]:
+        from orchestrator.perfmodel.runmodel import run_seconds
+
+        model, values = _once(_RUN_MODELS, key, lambda: _run_model(spec, workload))
         machine = self._get_machine() if model is not None else None
-        if model is not None and machine is not None:
-            try:
-                step = model.step_s(machine)
-                result = (step, run_seconds(step, values))
-            except (ValueError, ZeroDivisionError, OverflowError):
-                pass
-        if key is not None:
-            self._times[key] = result
-        return result
+        if model is None or machine is None:
+            return None, None
+        try:
+            step = model.step_s(machine)
+            return step, run_seconds(step, values)
+        except (ValueError, ZeroDivisionError, OverflowError):
+            return None, None
 
     def _get_machine(self) -> "Machine | None":
         """The site's machine for the time model, with fitted efficiency factors where calibrated."""

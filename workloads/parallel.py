@@ -47,7 +47,7 @@ from workloads.harness import Session
 from workloads.layouts import Layout, stage_bounds
 from workloads.models.configs import GPTConfig
 from workloads.models.gpt import GPT
-from workloads.strategies import TorchTrainer
+from workloads.strategies import TorchTrainer, adamw
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -159,15 +159,6 @@ def _dp_sync(params: list[nn.Parameter], group: Any, dp: int) -> Callable[[], No
     return sync
 
 
-def _optimizer(session: Session, params: list[nn.Parameter], lr: float, tp: int) -> torch.optim.Optimizer:
-    if tp > 1:
-        # One kernel per parameter: the parameters mix DTensors and plain tensors (the replicated
-        # LayerNorms and position embedding), which foreach/fused kernels cannot take in one list.
-        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, foreach=False)
-    fused = session.device.type == "cuda"  # as strategies.TorchTrainer
-    return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused or None)
-
-
 class TensorParallelTrainer(TorchTrainer):
     """tp > 1, pp = 1: the step of ddp/fsdp, each forward and backward under loss_parallel, then the
     dp gradient average (``sync``) before the optimiser."""
@@ -175,8 +166,7 @@ class TensorParallelTrainer(TorchTrainer):
     def __init__(self, session: Session, model: nn.Module, layout: Layout, sync: Callable[[], None],
                  micro_sync: Callable[[bool], contextlib.AbstractContextManager[Any]], lr: float) -> None:
         super().__init__(session, model, model, micro_sync, lr, loss_context=_loss_context(layout),
-                         after_backward=sync, optimizer=_optimizer(session, list(model.parameters()), lr, layout.tp))
-        self.layout = layout
+                         after_backward=sync, optimizer=adamw(session, model.parameters(), lr, mixed_tensors=True))
 
     def local_loss(self, loss: torch.Tensor) -> torch.Tensor:
         return _local(loss)
@@ -244,7 +234,7 @@ class PipelineTrainer:
         self.session, self.model, self.schedule, self.layout = session, stage_module, schedule, layout
         self.syncs, self.loss_rank = syncs, loss_rank
         self.loss_context = _loss_context(layout)
-        self.opt = _optimizer(session, list(stage_module.parameters()), lr, layout.tp)
+        self.opt = adamw(session, stage_module.parameters(), lr, mixed_tensors=layout.tp > 1)
 
     def step(self, micro: list[Batch]) -> torch.Tensor:
         prec, dev = self.session.precision, self.session.device

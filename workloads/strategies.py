@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 import torch.nn as nn
@@ -47,6 +47,17 @@ class Trainer:
         return float(loss.float().item())
 
 
+def adamw(session: Session, params: Iterable[nn.Parameter], lr: float, *,
+          mixed_tensors: bool = False) -> torch.optim.Optimizer:
+    """AdamW as every trainer here makes it: fused into one kernel on CUDA; one kernel per parameter
+    where the parameters mix DTensors and plain tensors (tensor parallel: the replicated LayerNorms
+    and position embedding), which foreach and fused kernels cannot take in one list."""
+    if mixed_tensors:
+        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, foreach=False)
+    fused = session.device.type == "cuda"
+    return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused or None)
+
+
 class TorchTrainer(Trainer):
     """ddp, fsdp and the plain single-rank model; with its hooks, tensor parallel too (workloads/parallel.py).
 
@@ -67,9 +78,7 @@ class TorchTrainer(Trainer):
         self.sync = sync
         self.loss_context = loss_context
         self.after_backward = after_backward
-        fused = session.device.type == "cuda"  # one kernel for the whole Adam update
-        self.opt = optimizer or torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1,
-                                                  fused=fused or None)
+        self.opt = adamw(session, model.parameters(), lr) if optimizer is None else optimizer
         self.scaler = session.precision.grad_scaler(session.device)
 
     def step(self, micro: list[Batch]) -> torch.Tensor:

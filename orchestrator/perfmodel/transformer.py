@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from orchestrator.perfmodel.layout import Layout
 from orchestrator.perfmodel.machine import Machine
@@ -60,12 +60,12 @@ class StepTime:
 class Estimate(StepTime):
     """One layout's predicted step and memory: times in seconds, memory in GB per device (the fullest stage)."""
 
-    layout: Layout = field(default_factory=Layout)
-    tokens_per_s: float = 0.0
-    mfu: float | None = None
-    memory_gb: float = 0.0
-    fits: bool = True
-    model_flops: float = 0.0  # per step, all devices
+    layout: Layout
+    tokens_per_s: float
+    mfu: float | None
+    memory_gb: float
+    fits: bool
+    model_flops: float  # per step, all devices
     memory_parts: dict[str, float] = field(default_factory=dict)  # GB per device by part
 
 
@@ -175,7 +175,7 @@ def _memory(shape: ModelShape, layout: Layout, machine: Machine, precision: str,
             "fixed": machine.fixed_memory_gb}
 
 
-def _timeline(shape: ModelShape, layout: Layout, machine: Machine, precision: str, batch_size: int,
+def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: str, batch_size: int,
               micro_batch: int | None, global_batch: int | None) -> StepTime:
     """The step of ``layout`` (see :func:`estimate`), without the memory model."""
     devices = layout.devices
@@ -249,7 +249,7 @@ def _timeline(shape: ModelShape, layout: Layout, machine: Machine, precision: st
 def step_seconds(shape: ModelShape, layout: Layout, machine: Machine, *, precision: str, batch_size: int,
                  micro_batch: int | None = None, global_batch: int | None = None) -> float:
     """``estimate(...).step_s`` alone (what ``orch plan`` asks of every run), without the memory model."""
-    return _timeline(shape, layout, machine, precision, batch_size, micro_batch, global_batch).step_s
+    return _step_time(shape, layout, machine, precision, batch_size, micro_batch, global_batch).step_s
 
 
 def estimate(shape: ModelShape, layout: Layout, machine: Machine, *, precision: str, batch_size: int,
@@ -257,16 +257,16 @@ def estimate(shape: ModelShape, layout: Layout, machine: Machine, *, precision: 
     """Predicted step of ``layout``: the global batch is ``batch_size`` x devices sequences
     (or ``global_batch``); each model replica (dp of them) runs its share in micro-batches of
     ``micro_batch`` (default ``batch_size``) sequences: gradient accumulation, or the pipeline's m."""
-    line = _timeline(shape, layout, machine, precision, batch_size, micro_batch, global_batch)
-    step = line.step_s
-    tokens_step = line.global_batch * shape.seq_len
+    timed = _step_time(shape, layout, machine, precision, batch_size, micro_batch, global_batch)
+    step = timed.step_s
+    tokens_step = timed.global_batch * shape.seq_len
     model_flops = shape.model_flops_per_token() * tokens_step
-    parts = _memory(shape, layout, machine, precision, line.micro_batch, line.micro_batches)
+    parts = _memory(shape, layout, machine, precision, timed.micro_batch, timed.micro_batches)
     memory_gb = sum(parts.values())
     fits = machine.memory_gb is None or memory_gb <= machine.memory_gb
     peak = machine.peak(precision) * 1e12
     mfu = model_flops / step / (layout.devices * peak) if step > 0 else None
-    return Estimate(**{f.name: getattr(line, f.name) for f in fields(StepTime)}, layout=layout,
+    return Estimate(**vars(timed), layout=layout,
                     tokens_per_s=tokens_step / step, mfu=mfu, memory_gb=memory_gb, fits=fits,
                     model_flops=model_flops, memory_parts=parts)
 
