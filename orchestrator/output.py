@@ -96,11 +96,20 @@ def print_rows(columns: Sequence[str], rows: list[Sequence[Any]], fmt_name: str,
         print_table(columns, rows, title)
 
 
+def _workers() -> int:
+    from workloads import memory
+
+    try:
+        return memory.trace_workers()
+    except ValueError:  # the plan says so itself
+        return 1
+
+
 @contextlib.contextmanager
 def trace_progress() -> Iterator[None]:
     """Say on stderr which model shape's memory is being traced while a plan waits on it.
 
-    A shape is traced once (about a second each on this machine's CPU, then cached), so a first
+    A shape is traced once (under a second each on this machine's CPU, then cached), so a first
     plan of a campaign with many new shapes would otherwise sit silent for minutes. A terminal
     gets a spinner with the shape; a log gets one line before the first trace and one after.
     """
@@ -118,8 +127,9 @@ def trace_progress() -> Iterator[None]:
                 status.start()
             status.update(f"tracing the peak memory of a new shape ({count}): {memory.describe(inputs)}")
         elif count == 1:
-            err_console.print(f"orch: tracing the peak memory of shapes not traced before (about a second each; "
-                              f"cached in {memory.cache_dir()})", markup=False, highlight=False, soft_wrap=True)
+            err_console.print(f"orch: tracing the peak memory of shapes not traced before (under a second each, "
+                              f"up to {_workers()} at a time; cached in {memory.cache_dir()})",
+                              markup=False, highlight=False, soft_wrap=True)
 
     try:
         with memory.on_trace(told):

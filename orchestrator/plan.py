@@ -18,12 +18,13 @@ import os
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from orchestrator import __version__
+from orchestrator.errors import UserError
 from orchestrator.expand import RunSpec, expand
 from orchestrator.render import RunFiles, ScriptRenderer
-from orchestrator.resolve import MemoryCache, Resolved, SiteResolver
+from orchestrator.resolve import MemoryCache, Resolved, SiteResolver, shape_key
 from orchestrator.sites import SiteProfile, load_site
 from orchestrator.sweep import LoadedSweep
 
@@ -66,13 +67,19 @@ def plan_sweep(loaded: LoadedSweep, runs_root: Path, env: Mapping[str, str] | No
     renderer = ScriptRenderer()
     sweep_dirs: dict[str, str] = {}  # by sweep name: the directory, resolved once
     planned: list[PlannedRun] = []
-    for spec in expand(loaded.sweep):
+
+    def resolver_for(spec: RunSpec) -> SiteResolver:
         target = f"{spec.site}:{spec.system}" if spec.system else spec.site
         resolver = resolvers.get(target)
         if resolver is None:
             site = load_site(target, sites_dirs)
             resolver = resolvers[target] = SiteResolver(site, env, site.python or python or sys.executable, memory)
-        resolved = resolver.resolve(spec)
+        return resolver
+
+    specs = list(expand(loaded.sweep))
+    _trace_memory_ahead(specs, resolver_for)
+    for spec in specs:
+        resolved = resolver_for(spec).resolve(spec)
         sweep_dir = sweep_dirs.get(spec.sweep)
         if sweep_dir is None:
             sweep_dir = sweep_dirs[spec.sweep] = str((runs_root / spec.sweep).resolve())
@@ -80,6 +87,34 @@ def plan_sweep(loaded: LoadedSweep, runs_root: Path, env: Mapping[str, str] | No
         script = None if resolved.skipped else renderer.render(resolved, run_dir)
         planned.append(PlannedRun(resolved, run_dir, script))
     return planned
+
+
+def _trace_memory_ahead(specs: list[RunSpec], resolver_for: Callable[[RunSpec], SiteResolver]) -> None:
+    """Trace the memory of every run shape no cache holds, side by side in worker processes
+    (``workloads.memory.prefetch``), so that resolving each run afterwards only reads the caches:
+    a first plan of a campaign traces tens to hundreds of small programs."""
+    from workloads import memory
+
+    seen: set[tuple[Any, ...]] = set()
+    wanted = []
+    for spec in specs:
+        if spec.workload not in memory.TRACED_WORKLOADS:
+            continue
+        shape = shape_key(spec)
+        if shape is not None:
+            key = (spec.site, spec.system, shape)  # per site: a vendor's site asks for no prediction
+            if key in seen:
+                continue
+            seen.add(key)
+        inputs = resolver_for(spec).traced_memory_inputs(spec)
+        if inputs is not None:
+            wanted.append(inputs)
+    if wanted:
+        try:
+            workers = memory.trace_workers()
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        memory.prefetch(wanted, workers)
 
 
 def _sweep_record(session: Session, loaded: LoadedSweep) -> SweepRecord:

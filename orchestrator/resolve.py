@@ -176,7 +176,7 @@ def _run_values(spec: RunSpec, workload: Workload) -> dict[str, Any]:
             "strategy": spec.strategy, "batch_size": spec.batch_size, "seq_len": spec.seq_len}
 
 
-def _shape_key(spec: RunSpec) -> tuple[Any, ...] | None:
+def shape_key(spec: RunSpec) -> tuple[Any, ...] | None:
     """What a plan-time prediction of a run depends on, as a cache key; None where a value cannot
     be one (a list). The values' types are part of it: 1 == 1.0 == True as dictionary keys."""
     key = (spec.workload, spec.params, tuple([type(v) for _, v in spec.params]), spec.precision,
@@ -301,6 +301,19 @@ class SiteResolver:
             return None
         return _once(self._memory, key, lambda: _memory_need_gb(spec, workload))
 
+    def traced_memory_inputs(self, spec: RunSpec) -> "_memory.Inputs | None":
+        """What the run's traced memory prediction depends on, where resolving it here would ask for
+        one (not on a vendor's site, nor for a run its program refuses); None otherwise."""
+        workload = registry.get(spec.workload)
+        if workload.memory_bytes is None or isinstance(self._get_launcher(), VendorRunner):
+            return None
+        if self._refusal(spec, workload, shape_key(spec)):
+            return None
+        try:
+            return _memory.traced_inputs(spec.workload, _run_values(spec, workload))
+        except (ValueError, OverflowError):  # values the model cannot read: resolving the run says so
+            return None
+
     def _time_need(self, spec: RunSpec, workload: Workload,
                    key: tuple[Any, ...] | None) -> tuple[float | None, float | None]:
         """Predicted (step, run) seconds on this site, once per distinct run shape."""
@@ -359,7 +372,7 @@ class SiteResolver:
         site = self.site
 
         predicted: float | None = None  # GB of tensors per device, once known
-        key = _shape_key(spec)  # the predictions' cache key
+        key = shape_key(spec)  # the predictions' cache key
 
         def skip(reason: str, memory: bool = True) -> Resolved:
             need = predicted

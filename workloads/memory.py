@@ -21,7 +21,7 @@ import os
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from workloads import flops, layouts, shapes
 from workloads.models.configs import SIZES, GPTConfig
@@ -186,7 +186,7 @@ class Inputs:
                    max(1, _int(p, "grad_accum", 1)))
 
 
-_CODE = ("memory.py", "predict_memory.py", "strategies.py", "lm.py", "layouts.py", "models/gpt.py",
+_CODE = ("memory.py", "traces.py", "predict_memory.py", "strategies.py", "lm.py", "layouts.py", "models/gpt.py",
          "models/configs.py")
 # Gradient accumulation is traced as at most this many micro-batches: from the 4th on, a
 # micro-batch allocates as the one before it (gradients already there, the same no_sync state,
@@ -195,19 +195,26 @@ _CODE = ("memory.py", "predict_memory.py", "strategies.py", "lm.py", "layouts.py
 ACCUM_TRACED = 4
 _cache: dict[str, int] = {}
 _code_version: str | None = None
-# Told before each trace the caches do not hold (about a second each, minutes for a new campaign
-# of many shapes): `orch plan` shows which shape it is tracing instead of going silent.
+# Told of every trace the caches do not hold (a fraction of a second to a second each, minutes for
+# a new campaign of many shapes): `orch plan` shows which shape it is tracing instead of going silent.
 _trace_listeners: list[Callable[[Inputs], None]] = []
+WORKERS_ENV = "ORCH_TRACE_WORKERS"  # processes tracing side by side (default: this process's cores)
 
 
 @contextlib.contextmanager
 def on_trace(listener: Callable[[Inputs], None]) -> Iterator[None]:
-    """Call ``listener(inputs)`` before every uncached trace made inside the block."""
+    """Call ``listener(inputs)`` for every uncached trace made inside the block (before it, when
+    traced in this process; as it finishes, when traced in a worker process)."""
     _trace_listeners.append(listener)
     try:
         yield
     finally:
         _trace_listeners.remove(listener)
+
+
+def _told(inputs: Inputs) -> None:
+    for listener in _trace_listeners:
+        listener(inputs)
 
 
 def describe(inputs: Inputs) -> str:
@@ -243,33 +250,48 @@ def _key(inputs: Inputs) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def cached_trace(inputs: Inputs, compute: Callable[[Inputs], int]) -> int:
-    """``compute(inputs)``, or its result from this process or the disk cache (no torch needed)."""
-    if inputs.strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {inputs.strategy!r} (known: {', '.join(STRATEGIES)})")
-    if inputs.strategy == "ddp" and inputs.devices > 2:
-        inputs = replace(inputs, devices=2)  # a DDP rank holds the same on 2 ranks as on any more
-    if inputs.accum > ACCUM_TRACED:
-        inputs = replace(inputs, accum=ACCUM_TRACED)
-    key = _key(inputs)
+def _lookup(key: str) -> int | None:
+    """A prediction from this process or the disk cache, or None."""
     found = _cache.get(key)
-    if found is not None:
-        return found
+    if found is None:
+        try:
+            found = _cache[key] = int(json.loads((cache_dir() / f"{key}.json").read_text())["bytes"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+    return found
+
+
+def _store(key: str, inputs: Inputs, found: int) -> None:
+    _cache[key] = found
     path = cache_dir() / f"{key}.json"
     try:
-        found = int(json.loads(path.read_text())["bytes"])
-    except (OSError, ValueError, KeyError, TypeError):
-        for listener in _trace_listeners:
-            listener(inputs)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"bytes": found, "inputs": repr(inputs)}))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home: the in-process cache still serves this plan
+
+
+def _check_strategy(inputs: Inputs) -> None:
+    from workloads.traces import FORWARD_BACKWARD
+
+    if inputs.strategy not in STRATEGIES and inputs.strategy != FORWARD_BACKWARD:
+        raise ValueError(f"unknown strategy {inputs.strategy!r} (known: {', '.join(STRATEGIES)})")
+
+
+def cached_trace(inputs: Inputs, compute: Callable[[Inputs], int]) -> int:
+    """``compute(inputs)``, or its result from this process or the disk cache (no torch needed).
+    ``inputs`` are normalized first (``traces.normalized``: e.g. DDP beyond 2 ranks as 2)."""
+    from workloads.traces import normalized
+
+    _check_strategy(inputs)
+    inputs = normalized(inputs)
+    key = _key(inputs)
+    found = _lookup(key)
+    if found is None:
         found = compute(inputs)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"bytes": found, "inputs": repr(inputs)}))
-            tmp.replace(path)
-        except OSError:
-            pass  # a read-only home: the in-process cache still serves this plan
-    _cache[key] = found
+        _store(key, inputs, found)
     return found
 
 
@@ -283,33 +305,123 @@ class _NoTorch(Exception):
     """Tracing needs torch, which this interpreter lacks."""
 
 
-def program_bytes(workload: str, p: dict[str, Any]) -> int | None:
-    """The traced prediction (from the cache where it is there, without torch), or None where the
-    workload has none, tracing is switched off (``ORCH_MEMORY_TRACE=0``) or torch is absent."""
+def _has_torch() -> bool:
+    global _torch_present
+    if _torch_present is None:
+        _torch_present = importlib.util.find_spec("torch") is not None
+    return _torch_present
+
+
+def _trace_here(leaf: Inputs) -> int:
+    """One leaf traced in this process (torch imported only now: a warm plan never needs it)."""
+    if not _has_torch():
+        raise _NoTorch  # a login node without torch: the formula
+    _told(leaf)
+    from workloads import predict_memory
+
+    return predict_memory.trace_leaf(leaf)
+
+
+def compute(inputs: Inputs) -> int:
+    """The prediction, put together from its leaves (``traces.combine``), each from the caches or traced."""
+    from workloads import traces
+
+    return traces.combine(inputs, lambda leaf: cached_trace(leaf, _trace_here))
+
+
+def traced_inputs(workload: str, p: dict[str, Any]) -> Inputs | None:
+    """What the traced prediction of a run depends on, or None where the workload has none, the
+    layout is not traced (tensor/pipeline: the formula) or tracing is off (``ORCH_MEMORY_TRACE=0``)."""
     model = TRACED_WORKLOADS.get(workload)
     if model is None or os.environ.get("ORCH_MEMORY_TRACE") == "0":
         return None
     if _int(p, "tp", 1) > 1 or _int(p, "pp", 1) > 1:
         return None  # tensor/pipeline layouts: the formula (gpt_training), not traced
+    return Inputs.of(p, model)
 
-    def compute(inputs: Inputs) -> int:
-        global _torch_present
-        if _torch_present is None:
-            _torch_present = importlib.util.find_spec("torch") is not None
-        if not _torch_present:
-            raise _NoTorch  # a login node without torch: the formula
-        from workloads import predict_memory  # torch: only when the shape is not cached
 
-        return predict_memory.compute_bytes(inputs)
-
+def program_bytes(workload: str, p: dict[str, Any]) -> int | None:
+    """The traced prediction (from the cache where it is there, without torch), or None where the
+    workload has none, tracing is switched off (``ORCH_MEMORY_TRACE=0``) or torch is absent."""
+    inputs = traced_inputs(workload, p)
+    if inputs is None:
+        return None
     try:
-        return cached_trace(Inputs.of(p, model), compute)
+        return cached_trace(inputs, compute)
     except _NoTorch:
         return None
     except Exception as exc:  # a shape or torch version the trace cannot follow: the formula, said once
         warnings.warn(f"memory of {workload} not traced ({type(exc).__name__}: {exc}); using the formula",
                       stacklevel=2)
         return None
+
+
+def trace_workers() -> int:
+    """Processes that trace side by side: ``$ORCH_TRACE_WORKERS``, else the cores this process may use."""
+    value = os.environ.get(WORKERS_ENV, "").strip()
+    if value:
+        if value.isdigit() and int(value) >= 1:
+            return int(value)
+        raise ValueError(f"${WORKERS_ENV}: expected a whole number of processes >= 1, got {value!r}")
+    return len(os.sched_getaffinity(0))
+
+
+def _trace_in_worker(leaf: Inputs) -> int:
+    """One leaf traced in a worker process of :func:`prefetch` (torch is imported there, not here)."""
+    from workloads import predict_memory
+
+    return predict_memory.trace_leaf(leaf)
+
+
+# Fewer uncached leaves than this are traced in the planning process, one after another: a worker
+# process pays torch's import (~2 s) before its first trace (0.1-0.6 s each).
+POOL_FROM = 4
+
+
+def prefetch(all_inputs: Iterable[Inputs], workers: int) -> int:
+    """Trace, side by side in up to ``workers`` processes, every leaf the predictions of ``all_inputs`` need
+    that no cache holds; each result lands in the caches, so that predicting each run afterwards
+    only reads them (and this process never imports torch). Returns how many leaves were traced.
+
+    Why: a first plan of a campaign traces tens to hundreds of leaves, each a fraction of a second
+    of one core; a login node has many cores. A leaf that fails in a worker is left uncached: the
+    run's own prediction traces it again in this process and says why it could not (then uses the
+    formula).
+    """
+    from workloads import traces
+
+    missing: dict[Inputs, None] = {}
+    for inputs in all_inputs:
+        try:
+            _check_strategy(inputs)
+        except ValueError:
+            continue  # the run's own prediction says so
+        inputs = traces.normalized(inputs)
+        if _lookup(_key(inputs)) is not None:
+            continue
+        for leaf in traces.leaves(inputs):
+            if leaf not in missing and _lookup(_key(leaf)) is None:
+                missing[leaf] = None
+    workers = min(workers, len(missing))
+    if len(missing) < POOL_FROM or workers < 2 or not _has_torch():
+        return 0
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    traced = 0
+    # spawn: a fresh interpreter per worker (this process may hold threads or a process group).
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_trace_in_worker, leaf): leaf for leaf in missing}
+        for future in as_completed(futures):
+            leaf = futures[future]
+            try:
+                found = future.result()
+            except Exception:
+                continue
+            _store(_key(leaf), leaf, found)
+            traced += 1
+            _told(leaf)
+    return traced
 
 
 def predicted_bytes(workload: str, p: dict[str, Any], formula: Callable[[dict[str, Any]], int]) -> int:

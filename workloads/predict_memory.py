@@ -18,11 +18,10 @@ fragmentation, NCCL buffers: the site profile's ``device.fixed_memory_gb`` adds 
 the orchestrator) and storage made outside torch's dispatcher (DeepSpeed's C++ buffers).
 
 The optimizer's states are made first (one AdamW step on zero gradients), then one training
-step is traced: the steady step, as the real run's second and later ones. Models deeper
-than 4 layers are traced at 2 and 3 layers and extrapolated linearly in the layers (each
-block allocates alike), so a 100-layer model costs what a 6-layer one does; a DDP rank
-holds the same on 2 ranks as on more, so more are traced as 2; FSDP on more than 4
-ranks is extrapolated from 2 and 4 (:func:`_by_ranks`). The trace runs on the CPU's autocast op lists and torch's
+step is traced: the steady step, as the real run's second and later ones. Deep models, FSDP on
+many ranks and DeepSpeed are put together from traces of smaller programs (``workloads/traces.py``:
+2 and 3 layers, 2 and 4 ranks, the plain forward/backward), so a 100-layer model costs what a
+3-layer one does. The trace runs on the CPU's autocast op lists and torch's
 foreach AdamW (a CUDA run uses the fused AdamW, without the foreach temporaries): on a
 GPU the prediction errs on the high side by at most those temporaries. fp16 is traced
 as bf16 (same bytes; the GradScaler's ``.item()`` cannot run on fake tensors).
@@ -34,23 +33,22 @@ DTensor sharding and pipeline schedule need a real group of tp x pp ranks, so
 divides states and activations as the layout does) answers.
 
 DeepSpeed ZeRO 1-3 cannot run on fake tensors (its engine reads values and allocates in
-C++): :func:`deepspeed_bytes` is an analytic model over the traced forward/backward of
-the same model in DeepSpeed's precision, stated and calibrated there.
+C++): ``traces.deepspeed_bytes`` is an analytic model over the traced forward/backward of
+the same model in DeepSpeed's precision (:func:`forward_backward_bytes`), stated and calibrated there.
 
 A prediction is cached in this process and on disk (``$ORCH_MEMORY_CACHE`` or
 ``~/.cache/orch/memory``), keyed by a hash of the inputs, the workload code it runs and
 torch's version (``workloads/memory.py``, which reads the cache without importing torch):
-a plan of hundreds of runs traces each model shape once.
+a plan of hundreds of runs traces each model shape once, the missing ones side by side in
+worker processes (``memory.prefetch``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import warnings
 import weakref
-from dataclasses import replace
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
@@ -58,7 +56,8 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 from workloads import memory
-from workloads.memory import DEEPSPEED, TRACED, Inputs
+from workloads.memory import TRACED, Inputs
+from workloads.traces import FORWARD_BACKWARD
 
 
 
@@ -269,26 +268,6 @@ def measure_step(inputs: Inputs) -> int:
         return tracker.peak
 
 
-# Models deeper than this are traced at 2 and 3 layers and extrapolated linearly in the number
-# of layers (every block allocates the same, and a 48-layer step is tens of thousands of traced
-# ops at ~0.1 ms each): exact where the peak falls in the same phase at 3 layers as at L. From
-# 2 layers on it does (ddp, fsdp-full, fsdp-grad-op on 1, 2, 4 ranks, gpt2, gpt2-medium,
-# gpt2-xl, fp16 and fp32: the 2-3 slope equals the 2-4 one to the byte); from 1 it does not
-# (FSDP's peak moves).
-EXTRAPOLATE_ABOVE = 4
-
-
-def _by_layers(inputs: Inputs, trace: Callable[[Inputs], int]) -> int:
-    layers = inputs.cfg.n_layer
-    if layers <= EXTRAPOLATE_ABOVE:
-        return trace(inputs)
-    two = trace(replace(inputs, cfg=inputs.cfg.with_(n_layer=2)))
-    three = trace(replace(inputs, cfg=inputs.cfg.with_(n_layer=3)))
-    return int(three + (three - two) * (layers - 3))
-
-
-# ------------------------------------------------------------------ DeepSpeed (analytic)
-
 def forward_backward_bytes(inputs: Inputs, dtype: torch.dtype) -> int:
     """Peak live bytes of the plain model in ``dtype`` (DeepSpeed's bf16/fp16 casts the model)
     over one forward and backward, gradients kept: weights + gradients + activations."""
@@ -310,96 +289,23 @@ def forward_backward_bytes(inputs: Inputs, dtype: torch.dtype) -> int:
     return tracker.peak
 
 
-@functools.lru_cache(maxsize=None)
-def _forward_backward(inputs: Inputs) -> int:
-    """:func:`forward_backward_bytes` in bytes-per-value ``inputs.precision`` (one trace per model
-    shape, shared by the ZeRO stages and rank counts)."""
-    dtype = torch.float32 if inputs.precision == "4" else torch.bfloat16
-    return _by_layers(inputs, lambda each: forward_backward_bytes(each, dtype))
+# ------------------------------------------------------------------ one leaf, and a whole prediction
 
-
-# DeepSpeed's defaults: zero_optimization.reduce_bucket_size (the gradient bucket, allocated
-# whole at start-up whatever the model's size) and stage3_param_persistence_threshold (ZeRO-3
-# keeps parameters of at most this many elements whole on every rank).
-DS_REDUCE_BUCKET = 500_000_000
-DS_PERSISTENCE_THRESHOLD = 100_000
-
-# DS_CALIBRATION[(stage group, precision)] = (k, j): the optimizer's states and DeepSpeed's flat
-# copies as k*N/d + j*N bytes (N parameters, d ranks). k = 12 for ZeRO-1/2 is the fp32 master
-# partition (4) and Adam's two moments (8); j and ZeRO-3's k are least-squares fits to
-# peak_tensor_bytes of DeepSpeed 0.19.8 runs on this CPU (tiny and gpt-micro, vocabulary 512,
-# batch 4 x 64 tokens, 1 and 2 ranks; tests/workloads/test_predict_memory.py measures them again).
-DS_CALIBRATION: dict[tuple[str, str], tuple[float, float]] = {
-    ("zero12", "fp32"): (12.0, 3.14), ("zero12", "bf16"): (12.0, 0.66),
-    ("zero3", "fp32"): (14.13, 3.45), ("zero3", "bf16"): (23.06, -3.27),
-}
-
-
-def deepspeed_base(inputs: Inputs) -> float:
-    """The traced and structural part of :func:`deepspeed_bytes`: the model's forward and
-    backward in DeepSpeed's dtype (ZeRO-3: its partitioned parameters and gradients at 1/d),
-    plus the reduce bucket."""
-    from workloads.models.gpt import GPT
-
-    w = 4 if inputs.precision in ("fp32", "tf32") else 2
-    f = float(_forward_backward(replace(inputs, strategy="", devices=1, precision=str(w))))
-    if inputs.strategy == "zero3":
-        with torch.device("meta"):
-            sizes = [p.numel() for p in GPT(inputs.cfg).parameters()]
-        partitioned = sum(n for n in sizes if n > DS_PERSISTENCE_THRESHOLD)
-        f -= 2 * w * partitioned * (1 - 1 / inputs.devices)  # weights and gradients, 1/d of each
-    return f + DS_REDUCE_BUCKET * w
-
-
-def deepspeed_bytes(inputs: Inputs) -> int:
-    """ZeRO stage 1-3 per rank: ``deepspeed_base`` + k*N/d + j*N (DS_CALIBRATION; fp16 as bf16).
-
-    Against the runs it was fitted to, the total is within 0.5%, the reduce bucket (1-2 GB)
-    being most of it; the part besides the bucket is off by up to ~30% on the smallest model
-    (see the test's printed table).
-    """
-    from workloads.models.configs import total_params
-
-    n = total_params(inputs.cfg)
-    precision = "fp32" if inputs.precision in ("fp32", "tf32") else "bf16"
-    k, j = DS_CALIBRATION[("zero3" if inputs.strategy == "zero3" else "zero12", precision)]
-    return int(deepspeed_base(inputs) + k * n / inputs.devices + j * n)
-
-
-# ------------------------------------------------------------------ cached prediction
-
-
-# FSDP on more ranks than this is extrapolated from its (cached) traces at 2 and 4 ranks: a rank
-# holds a + b/N bytes, b the sharded part (parameters, gradients, optimizer states: 1/N each) and
-# a the rest (activations, a gathered block, the loss), which N does not change.
-FSDP_EXTRAPOLATE_ABOVE = 4
-FSDP = ("fsdp-full", "fsdp-grad-op")
-
-
-def _by_ranks(inputs: Inputs) -> int:
-    """FSDP on N > 4 ranks: a + b/N through the traces at 2 and 4 ranks (each cached as the 2- and
-    4-rank runs' own predictions). Exact but for FSDP's padding of each parameter's first dimension
-    to a multiple of N (at most one row per parameter and rank; none for the gpt2 sizes, whose
-    dimensions N divides): traced directly at 8, 16 and 32 ranks, gpt2 .. gpt2-xxxl came out the
-    same to the byte (tests/workloads/test_predict_memory.py checks 8)."""
-    n = inputs.devices
-    two = memory.cached_trace(replace(inputs, devices=2), compute_bytes)
-    four = memory.cached_trace(replace(inputs, devices=4), compute_bytes)
-    sharded = 4 * (two - four)  # b: b/2 - b/4 = two - four
-    return int(round(four - sharded / 4 + sharded / n))
-
-
-def compute_bytes(inputs: Inputs) -> int:
-    """The prediction itself (uncached): traced, or DeepSpeed's analytic model."""
+def trace_leaf(leaf: Inputs) -> int:
+    """Peak live bytes of one of ``traces.leaves``: the training step (:func:`measure_step`) or, for
+    DeepSpeed's, the plain model's forward and backward (:func:`forward_backward_bytes`)."""
     with warnings.catch_warnings():
         # FSDP's DTensor parameters on the fake CPU mesh: torch warns that random ops may not be
         # supported there; the trace draws no random numbers that matter (only shapes do).
         warnings.filterwarnings("ignore", message="DTensor random operators")
-        if inputs.strategy in DEEPSPEED:
-            return deepspeed_bytes(inputs)
-        if inputs.strategy in FSDP and inputs.devices > FSDP_EXTRAPOLATE_ABOVE:
-            return _by_ranks(inputs)
-        return _by_layers(inputs, measure_step)
+        if leaf.strategy == FORWARD_BACKWARD:
+            return forward_backward_bytes(leaf, torch.float32 if leaf.precision == "fp32" else torch.bfloat16)
+        return measure_step(leaf)
+
+
+def compute_bytes(inputs: Inputs) -> int:
+    """The prediction itself: put together from its leaves (``traces.combine``), each cached."""
+    return memory.compute(inputs)
 
 
 def predict_bytes(p: dict[str, Any], default_model: str = "gpt2") -> int:

@@ -81,7 +81,7 @@ def test_predicted_peak_within_10_percent_of_the_real_run(measured: dict[Any, An
     line = (f"{model} {strategy} {precision} {ranks} rank(s): measured {real:.0f} B, predicted {predicted} B, "
             f"error {error:+.3%}")
     if strategy.startswith("zero"):  # DeepSpeed's reduce bucket is most of it: the rest, on its own
-        from workloads.predict_memory import DS_REDUCE_BUCKET
+        from workloads.traces import DS_REDUCE_BUCKET
 
         bucket = DS_REDUCE_BUCKET * (4 if precision == "fp32" else 2)
         line += f"; without the bucket {(predicted - real) / (real - bucket):+.1%}"
@@ -106,13 +106,13 @@ def test_sharding_lowers_the_predicted_peak_per_rank(predict: Any) -> None:
 
 @pytest.mark.parametrize("strategy", ["fsdp-full", "fsdp-grad-op"])
 def test_fsdp_beyond_4_ranks_extrapolates_to_what_a_direct_trace_gives(predict: Any, strategy: str) -> None:
-    """FSDP on 8 ranks is predicted as a + b/N from the 2- and 4-rank traces (predict_memory._by_ranks):
+    """FSDP on 8 ranks is predicted as a + b/N from the 2- and 4-rank traces (traces.by_ranks):
     the same bytes as tracing 8 ranks directly, and less per rank than on 4."""
-    from workloads import memory, predict_memory
+    from workloads import memory, predict_memory, traces
 
     p = {"model": "gpt-micro", "strategy": strategy, "precision": "bf16", "devices": 8, **SHAPE}
     extrapolated = predict("gpt-micro", strategy, "bf16", 8)
-    direct = predict_memory._by_layers(memory.Inputs.of(p), predict_memory.measure_step)
+    direct = traces.by_layers(memory.Inputs.of(p), predict_memory.measure_step)
     print(f"gpt-micro {strategy} bf16 8 ranks: extrapolated {extrapolated} B, traced {direct} B")
     assert abs(extrapolated - direct) <= 0.001 * direct
     assert extrapolated < predict("gpt-micro", strategy, "bf16", 4)
@@ -120,7 +120,7 @@ def test_fsdp_beyond_4_ranks_extrapolates_to_what_a_direct_trace_gives(predict: 
 
 @pytest.mark.parametrize("strategy,ranks", [("ddp", 2), ("fsdp-full", 2), ("fsdp-grad-op", 1)])
 def test_a_deep_model_extrapolates_to_what_a_direct_trace_gives(strategy: str, ranks: int) -> None:
-    """Beyond 4 layers the peak is extrapolated from 2- and 3-layer traces (predict_memory._by_layers):
+    """Beyond 4 layers the peak is extrapolated from 2- and 3-layer traces (traces.by_layers):
     the same bytes as tracing all 7 layers."""
     from dataclasses import replace
 
@@ -190,3 +190,44 @@ def run_module_code(code: str, extra_env: dict[str, str] | None = None) -> str:
     env = dict(os.environ, PYTHONPATH=str(REPO), **(extra_env or {}))
     return subprocess.run([sys.executable, "-c", code], cwd=Path(REPO), env=env, capture_output=True, text=True,
                           check=True).stdout
+
+
+@pytest.mark.parametrize("model", ["tiny", "gpt-mini", "gpt2"])
+@pytest.mark.parametrize("tie_weights,bias", [(True, True), (False, True), (True, False)])
+def test_parameter_sizes_without_torch_are_the_models_own(model: str, tie_weights: bool, bias: bool) -> None:
+    """configs.param_sizes (what ZeRO-3's model partitions, worked out on login nodes without torch)
+    lists the tensors GPT(cfg).parameters() yields, in order."""
+    from workloads.models.configs import SIZES, param_sizes
+    from workloads.models.gpt import GPT
+
+    cfg = SIZES[model].with_(tie_weights=tie_weights, bias=bias)
+    with torch.device("meta"):
+        built = GPT(cfg)
+    assert param_sizes(cfg) == [p.numel() for p in built.parameters()]
+
+
+def test_a_plan_traces_its_missing_shapes_side_by_side_and_gets_the_same_bytes(predict: Any, tmp_path: Path) -> None:
+    """memory.prefetch (what `orch plan` calls first) traces every leaf the runs need in worker
+    processes; each run's prediction then only reads the caches, so the planning process never
+    imports torch, and gives the bytes an in-process trace gives."""
+    from workloads import memory, predict_memory, traces
+
+    runs = [{"model": "gpt-micro", "strategy": "fsdp-full", "precision": "bf16", "devices": 8, **SHAPE},
+            {"model": "gpt-micro", "strategy": "zero3", "precision": "fp32", "devices": 2, **SHAPE},
+            {"model": "tiny", "strategy": "ddp", "precision": "bf16", "devices": 4, "grad_accum": 6, **SHAPE},
+            {"model": "gpt-mini", "strategy": "fsdp-grad-op", "precision": "fp32", "devices": 1, **SHAPE}]
+    leaves = {leaf for p in runs for leaf in traces.leaves(memory.Inputs.of(p))}
+    code = ("import json, sys\n"
+            "from workloads import memory\n"
+            f"runs = json.loads({json.dumps(runs)!r})\n"
+            "inputs = [memory.traced_inputs('gpt2', p) for p in runs]\n"
+            "traced, again = memory.prefetch(inputs, 2), memory.prefetch(inputs, 2)\n"
+            "values = [memory.program_bytes('gpt2', p) for p in runs]\n"
+            "print(json.dumps({'traced': traced, 'again': again, 'values': values, 'torch': 'torch' in sys.modules}))")
+    out = json.loads(run_module_code(code, {"ORCH_MEMORY_CACHE": str(tmp_path)}).splitlines()[-1])
+    assert out["traced"] == len(leaves) >= memory.POOL_FROM  # every leaf, each once
+    assert out["again"] == 0  # then all cached
+    assert not out["torch"], "the planning process imported torch"
+    assert out["values"] == [predict_memory.predict_bytes(p) for p in runs]
+    on_disk = leaves | {traces.normalized(memory.Inputs.of(p)) for p in runs}  # tiny's run is its own leaf
+    assert len(list(tmp_path.glob("*.json"))) == len(on_disk) == len(leaves) + 3

@@ -140,6 +140,21 @@ def total_params(cfg: GPTConfig) -> int:
     return num_params(cfg, include_position=True) + untied_head
 
 
+def param_sizes(cfg: GPTConfig) -> list[int]:
+    """The element count of each parameter tensor ``GPT(cfg).parameters()`` yields, in its order
+    (a tied head is the token embedding's tensor, listed once): what DeepSpeed's ZeRO-3 partitions
+    or keeps whole, worked out without building the model (no torch)."""
+    d, bias = cfg.n_embd, cfg.bias
+
+    def linear(fan_in: int, fan_out: int, with_bias: bool = bias) -> list[int]:
+        return [fan_in * fan_out, fan_out] if with_bias else [fan_in * fan_out]
+
+    norm = [d, d] if bias else [d]
+    block = [*norm, *linear(d, 3 * d), *linear(d, d), *norm, *linear(d, 4 * d), *linear(4 * d, d)]
+    head = [] if cfg.tie_weights else linear(d, cfg.vocab_size, with_bias=False)
+    return [cfg.vocab_size * d, cfg.block_size * d, *block * cfg.n_layer, *norm, *head]
+
+
 def mingpt_params(cfg: GPTConfig) -> int:
     """minGPT's printed count: ``sum(p.numel() for p in self.transformer.parameters())``.
 

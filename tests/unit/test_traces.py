@@ -1,0 +1,78 @@
+"""Which traces a memory prediction is made of (workloads/traces.py), without tracing anything:
+what a plan traces ahead, side by side, must be exactly what each run's prediction reads."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from workloads import traces
+from workloads.memory import Inputs
+
+BASE = {"batch_size": 4, "seq_len": 64, "vocab_size": 512}
+
+
+def _inputs(**values: object) -> Inputs:
+    return Inputs.of({**BASE, **values})
+
+
+CASES = {
+    "ddp, shallow": _inputs(model="gpt-micro", strategy="ddp", devices=1),
+    "ddp, deep, 8 ranks": _inputs(model="gpt2", strategy="ddp", devices=8, precision="bf16"),
+    "fsdp-full, 32 ranks, deep": _inputs(model="gpt2-xl", strategy="fsdp-full", devices=32, grad_accum=12),
+    "fsdp-grad-op, 4 ranks": _inputs(model="gpt-mini", strategy="fsdp-grad-op", devices=4),
+    "zero3, 16 ranks": _inputs(model="gpt2-medium", strategy="zero3", devices=16, precision="fp16"),
+    "zero1, 1 rank, fp32": _inputs(model="tiny", strategy="zero1", devices=1),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_prediction_reads_exactly_its_listed_leaves(name: str) -> None:
+    inputs = CASES[name]
+    asked: list[Inputs] = []
+
+    def value(leaf: Inputs) -> int:
+        asked.append(leaf)
+        return 1_000_000 * leaf.cfg.n_layer + 1_000 * leaf.devices + leaf.accum
+
+    traces.combine(inputs, value)
+    assert set(asked) == set(traces.leaves(inputs))
+    for leaf in asked:  # every leaf is small: a few layers, a few ranks, a few micro-batches
+        assert leaf.cfg.n_layer <= traces.EXTRAPOLATE_ABOVE and leaf.devices <= 4 and leaf.accum <= 4
+
+
+def test_runs_that_hold_the_same_bytes_share_their_leaves() -> None:
+    ddp = _inputs(model="gpt2", strategy="ddp", precision="bf16")
+    # A DDP rank holds the same on 2 ranks as on 64; 40 micro-batches as 4.
+    assert traces.leaves(replace(ddp, devices=64, accum=40)) == traces.leaves(replace(ddp, devices=2, accum=4))
+    assert traces.leaves(replace(ddp, devices=1)) != traces.leaves(replace(ddp, devices=2))
+    # DeepSpeed's stages, rank counts and accumulation share one traced forward/backward per model.
+    zero = {traces.leaves(replace(ddp, strategy=s, devices=d, accum=a)).__repr__()
+            for s in ("zero1", "zero2", "zero3") for d in (1, 8) for a in (1, 6)}
+    assert len(zero) == 1
+    # FSDP beyond 4 ranks reads the 2- and 4-rank traces, whatever N.
+    fsdp = replace(ddp, strategy="fsdp-full")
+    assert traces.leaves(replace(fsdp, devices=8)) == traces.leaves(replace(fsdp, devices=32))
+
+
+def test_depth_and_ranks_extrapolate_linearly() -> None:
+    deep = _inputs(model="gpt2-xl", strategy="fsdp-full", devices=16)  # 48 layers
+
+    def value(leaf: Inputs) -> int:  # a + b/N per rank, c per layer
+        return 5_000 + 64_000 // leaf.devices + 300 * leaf.cfg.n_layer
+
+    assert traces.combine(deep, value) == 5_000 + 64_000 // 16 + 300 * 48
+
+
+def test_zero3_partitions_only_parameters_above_deepspeeds_threshold() -> None:
+    from workloads.models.configs import param_sizes
+
+    run = Inputs.of({"model": "gpt2", "strategy": "zero3", "devices": 2})
+    sizes = param_sizes(run.cfg)
+    big = sum(n for n in sizes if n > traces.DS_PERSISTENCE_THRESHOLD)  # the matrices, not biases or norms
+    assert 0 < big < sum(sizes)
+    # The ZeRO-3 base: the traced forward/backward less the other half of those weights and
+    # gradients (1/2 kept on 2 ranks), plus the reduce bucket, all in fp32's 4 bytes.
+    assert traces.deepspeed_base(run, 10**10) == 10**10 - 2 * 4 * big * 0.5 + traces.DS_REDUCE_BUCKET * 4
+    assert traces.deepspeed_base(replace(run, strategy="zero2"), 10**10) == 10**10 + traces.DS_REDUCE_BUCKET * 4

@@ -1,0 +1,158 @@
+"""What a traced memory prediction is made of: the small programs traced, and how their peaks combine.
+
+A run's per-rank peak (``workloads/predict_memory.py``) is not always one trace of the run
+itself. Deep models, many FSDP ranks and DeepSpeed are put together from a few traces of
+smaller programs, the *leaves*:
+
+- a model deeper than 4 layers: its 2- and 3-layer versions, extrapolated linearly in the
+  layers (:func:`by_layers`);
+- FSDP on more than 4 ranks: the 2- and 4-rank runs, as a + b/N (:func:`by_ranks`);
+- DeepSpeed ZeRO 1-3: the plain model's forward and backward in DeepSpeed's dtype (a leaf of
+  strategy :data:`FORWARD_BACKWARD`), plus an analytic model calibrated against real runs
+  (:func:`deepspeed_bytes`).
+
+Knowing the leaves without tracing anything lets a plan find every trace its runs need, trace
+the missing ones side by side in worker processes (``memory.prefetch``), and then put every
+run's prediction together here, in the planning process, without importing torch.
+
+No torch here: the orchestrator imports this on login nodes that have none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from workloads.memory import ACCUM_TRACED, DEEPSPEED, Inputs
+from workloads.models.configs import param_sizes, total_params
+
+# The strategy of a leaf that is the plain model's forward and backward, gradients kept, with every
+# parameter in the leaf's precision (DeepSpeed's bf16/fp16 casts the model): no optimizer, no wrapper.
+FORWARD_BACKWARD = "forward-backward"
+
+# Models deeper than this are traced at 2 and 3 layers and extrapolated linearly in the number
+# of layers (every block allocates the same, and a 48-layer step is tens of thousands of traced
+# ops at ~0.1 ms each): exact where the peak falls in the same phase at 3 layers as at L. From
+# 2 layers on it does (ddp, fsdp-full, fsdp-grad-op on 1, 2, 4 ranks, gpt2, gpt2-medium,
+# gpt2-xl, fp16 and fp32: the 2-3 slope equals the 2-4 one to the byte); from 1 it does not
+# (FSDP's peak moves).
+EXTRAPOLATE_ABOVE = 4
+
+# FSDP on more ranks than this is extrapolated from its traces at 2 and 4 ranks: a rank holds
+# a + b/N bytes, b the sharded part (parameters, gradients, optimizer states: 1/N each) and a the
+# rest (activations, a gathered block, the loss), which N does not change. 1 rank is not on that
+# line (FSDP on one rank keeps no second copy to gather into).
+FSDP_EXTRAPOLATE_ABOVE = 4
+FSDP = ("fsdp-full", "fsdp-grad-op")
+
+Value = Callable[[Inputs], int]
+
+
+def normalized(inputs: Inputs) -> Inputs:
+    """The inputs as traced: what does not change the peak set to the smallest value that gives it."""
+    if inputs.strategy == "ddp" and inputs.devices > 2:
+        inputs = replace(inputs, devices=2)  # a DDP rank holds the same on 2 ranks as on any more
+    if inputs.accum > ACCUM_TRACED:
+        # From the 4th micro-batch on, one allocates as the one before it (memory.ACCUM_TRACED).
+        inputs = replace(inputs, accum=ACCUM_TRACED)
+    return inputs
+
+
+def forward_backward_leaf(inputs: Inputs) -> Inputs:
+    """The plain model's forward and backward in DeepSpeed's dtype (fp16 traced as bf16: same bytes);
+    one micro-batch, on one rank: shared by the ZeRO stages, rank counts and accumulation."""
+    precision = "fp32" if inputs.precision in ("fp32", "tf32") else "bf16"
+    return replace(inputs, strategy=FORWARD_BACKWARD, devices=1, precision=precision, accum=1)
+
+
+def _depths(inputs: Inputs) -> list[Inputs]:
+    if inputs.cfg.n_layer <= EXTRAPOLATE_ABOVE:
+        return [inputs]
+    return [replace(inputs, cfg=inputs.cfg.with_(n_layer=n)) for n in (2, 3)]
+
+
+def leaves(inputs: Inputs) -> list[Inputs]:
+    """The traces :func:`combine` reads to predict ``inputs`` (each traced and cached on its own)."""
+    inputs = normalized(inputs)
+    if inputs.strategy in DEEPSPEED:
+        return _depths(forward_backward_leaf(inputs))
+    if inputs.strategy in FSDP and inputs.devices > FSDP_EXTRAPOLATE_ABOVE:
+        return [*_depths(replace(inputs, devices=2)), *_depths(replace(inputs, devices=4))]
+    return _depths(inputs)
+
+
+def by_layers(inputs: Inputs, value: Value) -> int:
+    """The peak of ``inputs``' model at its depth, from its 2- and 3-layer traces beyond 4 layers."""
+    layers = inputs.cfg.n_layer
+    if layers <= EXTRAPOLATE_ABOVE:
+        return value(inputs)
+    two = value(replace(inputs, cfg=inputs.cfg.with_(n_layer=2)))
+    three = value(replace(inputs, cfg=inputs.cfg.with_(n_layer=3)))
+    return int(three + (three - two) * (layers - 3))
+
+
+def by_ranks(inputs: Inputs, value: Value) -> int:
+    """FSDP on N > 4 ranks: a + b/N through the 2- and 4-rank predictions. Exact but for FSDP's
+    padding of each parameter's first dimension to a multiple of N (at most one row per parameter
+    and rank; none for the gpt2 sizes, whose dimensions N divides): traced directly at 8, 16 and 32
+    ranks, gpt2 .. gpt2-xxxl came out the same to the byte (tests/workloads/test_predict_memory.py
+    checks 8)."""
+    two = by_layers(replace(inputs, devices=2), value)
+    four = by_layers(replace(inputs, devices=4), value)
+    sharded = 4 * (two - four)  # b: b/2 - b/4 = two - four
+    return int(round(four - sharded / 4 + sharded / inputs.devices))
+
+
+def combine(inputs: Inputs, value: Value) -> int:
+    """Peak bytes of one rank of ``inputs``, from ``value`` of each of its :func:`leaves`."""
+    inputs = normalized(inputs)
+    if inputs.strategy in DEEPSPEED:
+        return deepspeed_bytes(inputs, by_layers(forward_backward_leaf(inputs), value))
+    if inputs.strategy in FSDP and inputs.devices > FSDP_EXTRAPOLATE_ABOVE:
+        return by_ranks(inputs, value)
+    return by_layers(inputs, value)
+
+
+# ------------------------------------------------------------------ DeepSpeed (analytic)
+# DeepSpeed ZeRO 1-3 cannot run on fake tensors (its engine reads values and allocates in C++).
+
+# DeepSpeed's defaults: zero_optimization.reduce_bucket_size (the gradient bucket, allocated
+# whole at start-up whatever the model's size) and stage3_param_persistence_threshold (ZeRO-3
+# keeps parameters of at most this many elements whole on every rank).
+DS_REDUCE_BUCKET = 500_000_000
+DS_PERSISTENCE_THRESHOLD = 100_000
+
+# DS_CALIBRATION[(stage group, precision)] = (k, j): the optimizer's states and DeepSpeed's flat
+# copies as k*N/d + j*N bytes (N parameters, d ranks). k = 12 for ZeRO-1/2 is the fp32 master
+# partition (4) and Adam's two moments (8); j and ZeRO-3's k are least-squares fits to
+# peak_tensor_bytes of DeepSpeed 0.19.8 runs on this CPU (tiny and gpt-micro, vocabulary 512,
+# batch 4 x 64 tokens, 1 and 2 ranks; tests/workloads/test_predict_memory.py measures them again).
+DS_CALIBRATION: dict[tuple[str, str], tuple[float, float]] = {
+    ("zero12", "fp32"): (12.0, 3.14), ("zero12", "bf16"): (12.0, 0.66),
+    ("zero3", "fp32"): (14.13, 3.45), ("zero3", "bf16"): (23.06, -3.27),
+}
+
+
+def deepspeed_base(inputs: Inputs, forward_backward: int) -> float:
+    """The traced and structural part of :func:`deepspeed_bytes`: the model's forward and backward
+    in DeepSpeed's dtype (``forward_backward``; ZeRO-3: its partitioned parameters and gradients at
+    1/d), plus the reduce bucket."""
+    w = 4 if inputs.precision in ("fp32", "tf32") else 2
+    f = float(forward_backward)
+    if inputs.strategy == "zero3":
+        partitioned = sum(n for n in param_sizes(inputs.cfg) if n > DS_PERSISTENCE_THRESHOLD)
+        f -= 2 * w * partitioned * (1 - 1 / inputs.devices)  # weights and gradients, 1/d of each
+    return f + DS_REDUCE_BUCKET * w
+
+
+def deepspeed_bytes(inputs: Inputs, forward_backward: int) -> int:
+    """ZeRO stage 1-3 per rank: ``deepspeed_base`` + k*N/d + j*N (DS_CALIBRATION; fp16 as bf16).
+
+    Against the runs it was fitted to, the total is within 0.5%, the reduce bucket (1-2 GB)
+    being most of it; the part besides the bucket is off by up to ~30% on the smallest model
+    (see the test's printed table).
+    """
+    n = total_params(inputs.cfg)
+    precision = "fp32" if inputs.precision in ("fp32", "tf32") else "bf16"
+    k, j = DS_CALIBRATION[("zero3" if inputs.strategy == "zero3" else "zero12", precision)]
+    return int(deepspeed_base(inputs, forward_backward) + k * n / inputs.devices + j * n)
