@@ -36,9 +36,11 @@ def predict(
 
     Layouts: data parallel (dp; ZeRO stage 0-3, where FSDP full = 3 and grad-op = 2), tensor
     parallel (tp, Megatron 1D with sequence parallel, or 2D on an r x c grid), pipeline
-    parallel (pp, 1F1B, bubble (p-1)/(m+p-1)), context/sequence parallel (sp) and full
-    activation recompute; dp x tp x pp x sp = devices. Layouts that do not fit in the device's
-    memory come last, marked NO.
+    parallel (pp, 1F1B, bubble (p-1)/(m+p-1)), context parallel (cp) and full activation
+    recompute; dp x tp x pp x cp = devices. Layouts that do not fit in the device's memory come
+    last, marked NO. Column gpt2: whether the gpt2 workload can run the layout, so that the
+    prediction can be measured (its own layout check decides; below the table, the grid that
+    runs the best one and why the others cannot; --json: gpt2_values / gpt2_refusal).
 
     The model (orchestrator/perfmodel/): each op of a transformer layer is a roofline (FLOPs at
     peak x matmul efficiency, bytes at bandwidth x memory efficiency, plus a launch cost);
@@ -51,7 +53,7 @@ def predict(
     Efficiency factors: per-device-type defaults, or those `orch calibrate` fitted. MFU uses
     6N + 12*L*h*s model FLOPs per token. Estimates to rank layouts, not promises.
     """
-    from orchestrator.predict import COLUMNS, header
+    from orchestrator.predict import COLUMNS, footer, header
     from orchestrator.predict import predict as run_predict
 
     c = _context(ctx)
@@ -69,6 +71,8 @@ def predict(
     print_table(columns, shown, title=f"{model} on {devices} devices of {result.machine.name}")
     if len(shown) < len(rows):
         console.print(f"... {len(rows) - len(shown)} more layout(s): --top 0 for all", markup=False)
+    for line in footer(result, len(shown)):
+        console.print(line, markup=False, highlight=False)
 
 
 def calibrate(

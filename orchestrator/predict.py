@@ -9,12 +9,46 @@ from typing import Any
 
 from orchestrator.errors import UserError
 from orchestrator.perfmodel.calibration import efficiency_for
+from orchestrator.perfmodel.layout import Layout
 from orchestrator.perfmodel.machine import Machine, machine_from_site
 from orchestrator.perfmodel.search import gpt_shape, rank
 from orchestrator.perfmodel.transformer import Estimate
 
-COLUMNS = ["rank", "layout", "dp", "tp", "pp", "sp", "zero", "recompute", "step_s", "tokens_per_s",
-           "memory_gb", "fits", "mfu"]
+COLUMNS = ["rank", "layout", "dp", "tp", "pp", "cp", "zero", "recompute", "step_s", "tokens_per_s",
+           "memory_gb", "fits", "mfu", "gpt2"]
+# FSDP2 over the data-parallel ranks is what the gpt2 workload runs beside tp or cp where DeepSpeed
+# cannot; in the model it is the same stage (orchestrator/perfmodel/layout.py: ZERO_STAGE).
+_FSDP_FOR_ZERO = {"zero2": "fsdp-grad-op", "zero3": "fsdp-full"}
+
+
+def gpt2_values(model: str, lay: Layout, precision: str, seq_len: int,
+                micro_batches: int) -> tuple[dict[str, Any] | None, str | None]:
+    """The gpt2 sweep values that run layout ``lay`` (so that its prediction can be measured), or
+    why the workload cannot run it: the workload's own layout check (workloads/layouts.py) decides."""
+    from workloads import layouts
+    from workloads.models.configs import SIZES
+
+    if lay.tp2d:
+        return None, "2D tensor parallel is in the time model, not in the gpt2 workload"
+    strategy = lay.strategy
+    if (lay.tp > 1 or lay.cp > 1) and lay.pp == 1:
+        strategy = _FSDP_FOR_ZERO.get(strategy, strategy)
+    values: dict[str, Any] = {"strategy": strategy}
+    if lay.tp > 1:
+        values.update(tp=lay.tp, sequence_parallel=True)  # the model's 1D tensor parallel runs with it
+    if lay.pp > 1:
+        values.update(pp=lay.pp, microbatches=micro_batches)
+    if lay.cp > 1:
+        values["cp"] = lay.cp
+    if lay.recompute:
+        values["activation_checkpointing"] = "full"
+    cfg = SIZES[model]
+    try:
+        layouts.resolve({**values, "precision": precision, "seq_len": seq_len}, lay.devices,
+                        n_layer=cfg.n_layer, n_head=cfg.n_head)
+    except layouts.LayoutError as exc:
+        return None, str(exc)
+    return values, None
 
 
 @dataclass
@@ -27,6 +61,10 @@ class Prediction:
     seq_len: int
     estimates: list[Estimate]
 
+    def gpt2(self, e: Estimate) -> tuple[dict[str, Any] | None, str | None]:
+        """How the gpt2 workload runs the estimate's layout, or why it cannot (:func:`gpt2_values`)."""
+        return gpt2_values(self.model, e.layout, self.precision, self.seq_len, e.micro_batches)
+
     def rows(self) -> list[list[Any]]:
         out: list[list[Any]] = []
         for i, e in enumerate(self.estimates, 1):
@@ -34,7 +72,8 @@ class Prediction:
             out.append([i, lay.name, lay.dp, lay.tp, lay.pp, lay.cp, lay.zero,
                         "yes" if lay.recompute else "no", round(e.step_s, 6), round(e.tokens_per_s, 1),
                         round(e.memory_gb, 2), "yes" if e.fits else "NO",
-                        None if e.mfu is None else round(e.mfu, 3)])
+                        None if e.mfu is None else round(e.mfu, 3),
+                        "yes" if self.gpt2(e)[0] is not None else "no"])
         return out
 
     def as_json(self) -> dict[str, Any]:
@@ -49,7 +88,8 @@ class Prediction:
             "notes": list(m.notes),
             "layouts": [{**dict(zip(COLUMNS, row)), "strategy": e.layout.strategy, "tp2d": e.layout.tp2d,
                          "micro_batches": e.micro_batches, "bubble_s": e.bubble_s, "tp_comm_s": e.tp_comm_s,
-                         "dp_comm_exposed_s": e.dp_comm_exposed_s, "memory_parts_gb": e.memory_parts}
+                         "dp_comm_exposed_s": e.dp_comm_exposed_s, "memory_parts_gb": e.memory_parts,
+                         **dict(zip(("gpt2_values", "gpt2_refusal"), self.gpt2(e)))}
                         for row, e in zip(self.rows(), self.estimates)],
         }
 
@@ -107,4 +147,25 @@ def header(p: Prediction) -> list[str]:
     fitting = sum(e.fits for e in p.estimates)
     lines.append(f"{len(p.estimates)} layouts, {fitting} fit in {m.memory_gb:g} GB" if m.memory_gb
                  else f"{len(p.estimates)} layouts")
+    return lines
+
+
+def footer(p: Prediction, shown: int) -> list[str]:
+    """How to measure the best layout the gpt2 workload runs, and why the others (among the first
+    ``shown``) are the model's alone."""
+    lines: list[str] = []
+    best = next(((i, v) for i, e in enumerate(p.estimates, 1) if e.fits and (v := p.gpt2(e)[0]) is not None), None)
+    if best is not None:
+        i, values = best
+        grid = ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items())
+        lines.append(f"measure layout {i} with the gpt2 workload: grid {{model: {p.model}, devices: {p.devices}, "
+                     f"precision: {p.precision}, seq_len: {p.seq_len}, {grid}}}")
+    why: dict[str, list[int]] = {}
+    for i, e in enumerate(p.estimates[:shown], 1):
+        refusal = p.gpt2(e)[1]
+        if refusal is not None:
+            why.setdefault(refusal, []).append(i)
+    for refusal, ranks in why.items():
+        listed = ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
+        lines.append(f"gpt2 cannot run layout(s) {listed} (the model's alone): {refusal}")
     return lines

@@ -20,8 +20,10 @@ head and loss), ``--pp P`` pipeline stages (torch.distributed.pipelining, ``--pp
 1f1b or gpipe over ``--microbatches`` micro-batches), the rest of the ranks data parallel
 (dp = ranks / (T x P); ddp, or FSDP2 over dp with tp). ``--sequence-parallel true`` splits
 the activations between tensor-parallel regions along the sequence; ``--activation-checkpointing
-full`` recomputes every block's forward in the backward (any strategy). A tp/pp run starts from
-the same weights as the plain run of the same seed, so its losses match it.
+full`` recomputes every block's forward in the backward (any strategy). ``--cp C`` context
+parallel (``workloads/context.py``): C ranks share each sequence, each computing 1/C of its
+tokens against every rank's keys and values (dp = ranks / C; ddp or FSDP2, no tp/pp). A
+tp/pp/cp run starts from the same weights as the plain run of the same seed, so its losses match it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""Parallel layout of a gpt2 run: tensor x pipeline x data parallel degrees, and what they allow.
+"""Parallel layout of a gpt2 run: tensor x pipeline x context x data parallel degrees, and what they allow.
 
 No torch here: the registry, the memory formulas and the orchestrator read layouts on login
 nodes without it. The torch side is ``workloads/parallel.py``.
 
-The ranks form a (pp, dp, tp) grid, tp innermost (neighbouring ranks, inside one node's
-NVLink/xGMI domain): rank = (pp_index x dp + dp_index) x tp + tp_index. dp = world / (tp x pp).
+The ranks form a (pp, dp, cp, tp) grid, tp innermost (neighbouring ranks, inside one node's
+NVLink/xGMI domain): rank = ((pp_index x dp + dp_index) x cp + cp_index) x tp + tp_index,
+dp = world / (tp x pp x cp). Context parallel (cp > 1: each of cp ranks holds 1/cp of every
+sequence, ``workloads/context.py``) runs with data parallel only (tp = pp = 1) here.
 
 Micro-batches. ``batch_size`` is always the micro-batch (sequences per forward of one
 replica), and one optimiser step takes ``m`` micro-batches per data-parallel replica:
@@ -32,6 +34,7 @@ class Layout:
     tp: int = 1
     pp: int = 1
     dp: int = 1
+    cp: int = 1  # context parallel: ranks sharing each sequence, 1/cp of its tokens each
     microbatches: int = 1  # per optimiser step and data-parallel replica
     sequence_parallel: bool = False
     checkpointing: bool = False
@@ -39,7 +42,7 @@ class Layout:
 
     @property
     def world(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp * self.cp
 
     @property
     def model_parallel(self) -> bool:
@@ -48,7 +51,12 @@ class Layout:
 
     def coords(self, rank: int) -> tuple[int, int, int]:
         """(pp index, dp index, tp index) of a global rank."""
-        return rank // (self.dp * self.tp), (rank // self.tp) % self.dp, rank % self.tp
+        inner = self.cp * self.tp
+        return rank // (self.dp * inner), (rank // inner) % self.dp, rank % self.tp
+
+    def cp_rank(self, rank: int) -> int:
+        """Which part of each sequence a rank holds (context parallel)."""
+        return (rank // self.tp) % self.cp
 
     def dp_rank(self, rank: int) -> int:
         """Which data-parallel replica a rank serves (ranks of one replica read the same data)."""
@@ -77,15 +85,17 @@ def _bool(value: Any) -> bool:
 def resolve(p: Mapping[str, Any], world: int, *, n_layer: int | None = None, n_head: int | None = None) -> Layout:
     """The layout of a run with parameter values ``p`` on ``world`` ranks, or a LayoutError
     saying what cannot run. ``n_layer``/``n_head`` (the model's) check the splits when known."""
-    tp, pp = _int(p, "tp", 1), _int(p, "pp", 1)
+    tp, pp, cp = _int(p, "tp", 1), _int(p, "pp", 1), _int(p, "cp", 1)
     accum = max(1, _int(p, "grad_accum", 1))
     asked = _int(p, "microbatches", 0)
     sp = _bool(p.get("sequence_parallel", False))
     ac = checkpointing_on(p.get("activation_checkpointing", "none"))
     schedule = str(p.get("pp_schedule") or "1f1b")
     strategy = str(p.get("strategy") or "ddp")
-    if tp < 1 or pp < 1:
-        raise LayoutError(f"tp {tp} and pp {pp} must be at least 1")
+    if tp < 1 or pp < 1 or cp < 1:
+        raise LayoutError(f"tp {tp}, pp {pp} and cp {cp} must be at least 1")
+    if cp > 1:
+        _check_context_parallel(p, cp, tp, pp, strategy)
     if schedule not in SCHEDULES:
         raise LayoutError(f"pp_schedule {schedule!r}: expected one of {', '.join(SCHEDULES)}")
     if sp and tp < 2:
@@ -129,10 +139,26 @@ def resolve(p: Mapping[str, Any], world: int, *, n_layer: int | None = None, n_h
             raise LayoutError(f"sequence_parallel: seq_len {seq} is not divisible by tp {tp}")
     if n_layer is not None and pp > n_layer:
         raise LayoutError(f"pp {pp} stages for {n_layer} layers: at most one stage per layer")
-    if world % (tp * pp):
-        raise LayoutError(f"{world} rank(s) are not a multiple of tp x pp = {tp} x {pp}")
-    return Layout(tp=tp, pp=pp, dp=world // (tp * pp), microbatches=m, sequence_parallel=sp,
+    if world % (tp * pp * cp):
+        raise LayoutError(f"{world} rank(s) are not a multiple of tp x pp x cp = {tp} x {pp} x {cp}")
+    return Layout(tp=tp, pp=pp, dp=world // (tp * pp * cp), cp=cp, microbatches=m, sequence_parallel=sp,
                   checkpointing=ac, schedule=schedule)
+
+
+def _check_context_parallel(p: Mapping[str, Any], cp: int, tp: int, pp: int, strategy: str) -> None:
+    if tp > 1 or pp > 1:
+        raise LayoutError(f"cp {cp} with tp {tp} / pp {pp}: context parallel runs with data parallel only here "
+                          "(tp 1, pp 1)")
+    if strategy.startswith("zero"):
+        raise LayoutError(f"strategy {strategy} (DeepSpeed ZeRO) does not combine with cp here; use ddp or "
+                          "fsdp-full/fsdp-grad-op")
+    seq = _int(p, "seq_len", 0)
+    if seq and seq % cp:
+        raise LayoutError(f"seq_len {seq} is not divisible by cp {cp} (each rank holds seq_len / cp tokens)")
+    if _bool(p.get("compile", False)):
+        raise LayoutError("compile with cp is not supported here")
+    if float(p.get("sparsity") or 0.0) > 0:
+        raise LayoutError("sparsity with cp is not supported (ddp without model parallelism only)")
 
 
 def stage_bounds(n_layer: int, pp: int) -> list[tuple[int, int]]:

@@ -24,8 +24,9 @@ the timed steps' times, each the slowest rank's; n = timed steps):
 - ``tokens_per_s`` = tokens_per_step x n / T, tokens_per_step = b x s x m x dp
   (studies A, B: total tokens over total time); ``tokens_per_s_median`` =
   tokens_per_step / median step time. m = micro-batches per step (``grad_accum``, or
-  ``microbatches`` with pipeline stages), dp = data-parallel replicas = ranks / (tp x pp)
-  (``workloads/layouts.py``; ranks of one replica read the same data).
+  ``microbatches`` with pipeline stages), dp = data-parallel replicas = ranks / (tp x pp x cp)
+  (``workloads/layouts.py``; ranks of one replica read the same data; cp ranks share each
+  sequence, so they are one replica).
 - ``samples_per_s`` = global_batch x n / T, global_batch = b x m x dp;
   ``samples_per_s_median`` likewise at the median step.
 - ``tflops`` = flops_per_token x tokens_per_s / 1e12 (all ranks); ``tflops_median`` at
@@ -35,7 +36,7 @@ the timed steps' times, each the slowest rank's; n = timed steps):
   --epochs 1) averaged over ranks (study B), ``epoch_time_max_s`` its slowest rank,
   ``epoch_tokens_per_s`` = tokens_per_step x steps_per_epoch / epoch_time_s. The
   step-based figures above cover every step after the first --warmup, across epochs.
-- ``dp``, ``tp``, ``pp``, ``microbatches``: the layout (settings, stored for SQL). ``loss`` is
+- ``dp``, ``tp``, ``pp``, ``cp``, ``microbatches``: the layout (settings, stored for SQL). ``loss`` is
   rank 0's, that of the step's last micro-batch (with pipeline stages: on the last stage).
 """
 
@@ -87,7 +88,7 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
     extra_metrics = prepare(trainer) if prepare is not None else None
     n = num_params(cfg)
     session.log(f"{args.strategy}: {n / 1e6:.1f}M parameters (without position embedding), "
-                f"{session.world_size} rank(s) (dp {dp} x tp {layout.tp} x pp {layout.pp}), "
+                f"{session.world_size} rank(s) (dp {dp} x tp {layout.tp} x pp {layout.pp} x cp {layout.cp}), "
                 f"batch {b} x seq {s} x {accum} micro-batch(es)")
 
     done = 0
@@ -156,6 +157,7 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         "dp": dp,
         "tp": layout.tp,
         "pp": layout.pp,
+        "cp": layout.cp,
         "microbatches": accum,
     }
     if tracker is not None:

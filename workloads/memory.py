@@ -59,7 +59,7 @@ def activation_bytes(layers: int, batch: int, seq: int, hidden: int, vocab: int,
 def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int | None = None,
                  default_batch: int = 8, default_seq: int = 1024) -> int:
     """Per-rank bytes of a GPT training run, by formula (the traced prediction's fallback, and the
-    only prediction of tensor/pipeline layouts, ``tp``/``pp`` > 1).
+    only prediction of tensor/pipeline/context layouts, ``tp``/``pp``/``cp`` > 1).
 
     Layouts (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
     Models"): a rank holds the largest stage's blocks (ceil(L/pp)) and the embedding, its
@@ -68,6 +68,8 @@ def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int |
     (34/tp with sequence parallel; 2/tp, the block's input, with full checkpointing, plus one
     layer's recompute); the first stage keeps min(micro-batches, pp) micro-batches in flight
     under 1F1B, all of them under GPipe; the logits (vocabulary / tp) only on the last stage.
+    Context parallel (cp): a rank's activations and logits for s/cp tokens, plus the keys and
+    values it gathers from the others; the states are spread over dp x cp ranks as over dp.
     """
     cfg = SIZES[str(p.get("model") or default_model)]
     # Character tokens: the text's alphabet, at most 256 for the texts here (67 for shakespeare).
@@ -78,9 +80,10 @@ def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int |
     precision = str(p.get("precision") or "fp32")
     block = _int(p, "block_size", max(seq, cfg.block_size))
     untied = str(p.get("tie_weights", True)).lower() in ("false", "0")
-    tp, pp = max(1, _int(p, "tp", 1)), max(1, _int(p, "pp", 1))
+    tp, pp, cp = max(1, _int(p, "tp", 1)), max(1, _int(p, "pp", 1)), max(1, _int(p, "cp", 1))
     devices = _int(p, "devices", 1)
-    dp = max(1, devices // (tp * pp))
+    dp = max(1, devices // (tp * pp))  # the ranks the states are sharded or replicated over (cp ranks included)
+    full_seq, seq = seq, seq // cp  # context parallel: a rank's tokens of each sequence
     sp = str(p.get("sequence_parallel", False)).lower() in ("true", "1")
     checkpointing = layouts.checkpointing_on(p.get("activation_checkpointing"))
     layers = -(-cfg.n_layer // pp)  # the largest stage's blocks
@@ -89,10 +92,13 @@ def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int |
     states = model_state_bytes(int(n), str(p.get("strategy") or "ddp"), dp, precision)
     scale = 2 if BYTES.get(precision, 4) == 4 else 1
     full_layer = seq * batch * cfg.n_embd * (34 / tp if sp else 10 + 24 / tp) * scale
+    if cp > 1:  # the keys and values gathered from the other cp ranks, kept for the backward (16-bit)
+        full_layer += 2 * 2 * (full_seq - seq) * batch * cfg.n_embd * scale
     if str(p.get("attention") or "sdpa") == "manual":
         # Unfused attention keeps the scores, their softmax (16-bit) and the dropout mask:
-        # Korthikanti et al.'s 5*a*s^2*b bytes per layer (doubled for fp32), heads split by tp.
-        full_layer += 5 * cfg.n_head * seq * seq * batch * scale / tp
+        # Korthikanti et al.'s 5*a*s^2*b bytes per layer (doubled for fp32), heads split by tp;
+        # under context parallel a rank's s/cp queries against all s keys.
+        full_layer += 5 * cfg.n_head * seq * full_seq * batch * scale / tp
     kept_layer = seq * batch * cfg.n_embd * 2 * scale / (tp if sp else 1) if checkpointing else full_layer
     recompute = full_layer if checkpointing else 0.0
     logits = activation_bytes(0, batch, seq, 1, vocab, precision) / tp
@@ -178,16 +184,21 @@ class Inputs:
     batch: int
     seq: int
     accum: int
+    cp: int = 1  # context parallel: ranks sharing each sequence (workloads/context.py)
+    tp: int = 1  # tensor parallel (workloads/parallel.py)
+    sequence_parallel: bool = False  # with tp: activations split along the sequence between regions
 
     @classmethod
     def of(cls, p: dict[str, Any], default_model: str = "gpt2") -> "Inputs":
+        tp = max(1, _int(p, "tp", 1))
         return cls(model_config(p, default_model), str(p.get("strategy") or "ddp"), max(1, _int(p, "devices", 1)),
                    str(p.get("precision") or "fp32"), _int(p, "batch_size", 8), _int(p, "seq_len", 1024),
-                   max(1, _int(p, "grad_accum", 1)))
+                   max(1, _int(p, "grad_accum", 1)), max(1, _int(p, "cp", 1)), tp,
+                   tp > 1 and _bool(p.get("sequence_parallel"), False))
 
 
-_CODE = ("memory.py", "traces.py", "predict_memory.py", "strategies.py", "lm.py", "layouts.py", "models/gpt.py",
-         "models/configs.py")
+_CODE = ("memory.py", "traces.py", "predict_memory.py", "strategies.py", "context.py", "lm.py", "layouts.py",
+         "models/gpt.py", "models/configs.py")
 # Gradient accumulation is traced as at most this many micro-batches: from the 4th on, a
 # micro-batch allocates as the one before it (gradients already there, the same no_sync state,
 # the data pool of 4 token tensors all referenced), so the peak is the same to the byte; 240
@@ -220,7 +231,10 @@ def _told(inputs: Inputs) -> None:
 def describe(inputs: Inputs) -> str:
     """A traced shape in a few words (for progress lines)."""
     c = inputs.cfg
-    return (f"{c.n_layer} layers x {c.n_embd}, {inputs.strategy} on {inputs.devices} rank(s), {inputs.precision}, "
+    return (f"{c.n_layer} layers x {c.n_embd}, {inputs.strategy} on {inputs.devices} rank(s)"
+            + (f" (cp {inputs.cp})" if inputs.cp > 1 else "")
+            + (f" (tp {inputs.tp}{', sequence parallel' if inputs.sequence_parallel else ''})" if inputs.tp > 1 else "")
+            + f", {inputs.precision}, "
             f"batch {inputs.batch} x {inputs.seq}" + (f", accumulating {inputs.accum}" if inputs.accum > 1 else ""))
 
 
@@ -335,9 +349,14 @@ def traced_inputs(workload: str, p: dict[str, Any]) -> Inputs | None:
     model = TRACED_WORKLOADS.get(workload)
     if model is None or os.environ.get("ORCH_MEMORY_TRACE") == "0":
         return None
-    if _int(p, "tp", 1) > 1 or _int(p, "pp", 1) > 1:
-        return None  # tensor/pipeline layouts: the formula (gpt_training), not traced
-    return Inputs.of(p, model)
+    if _int(p, "pp", 1) > 1:
+        return None  # pipeline stages: the formula (gpt_training), not traced (workloads/predict_memory.py)
+    inputs = Inputs.of(p, model)
+    if inputs.tp > 1 and (inputs.strategy != "ddp" or inputs.cp > 1):
+        return None  # FSDP over a tensor-parallel mesh: the formula; ZeRO and cp with tp are refused anyway
+    if inputs.cp > 1 and inputs.strategy not in TRACED:
+        return None  # DeepSpeed refuses context parallel (workloads/layouts.py)
+    return inputs
 
 
 def program_bytes(workload: str, p: dict[str, Any]) -> int | None:

@@ -26,11 +26,14 @@ foreach AdamW (a CUDA run uses the fused AdamW, without the foreach temporaries)
 GPU the prediction errs on the high side by at most those temporaries. fp16 is traced
 as bf16 (same bytes; the GradScaler's ``.item()`` cannot run on fake tensors).
 
-Activation checkpointing is traced like the rest (it is the model's own, ``GPTConfig.checkpointing``).
-Tensor and pipeline layouts (``tp``/``pp`` > 1, ``workloads/parallel.py``) are not traced: their
-DTensor sharding and pipeline schedule need a real group of tp x pp ranks, so
-``memory.program_bytes`` returns None for them and the formula (``memory.gpt_training``, which
-divides states and activations as the layout does) answers.
+Activation checkpointing is traced like the rest (it is the model's own, ``GPTConfig.checkpointing``),
+and so are context parallel (``cp``: each rank's slice of the sequence, the keys and values gathered
+over the fake group, ``workloads/context.py``) and tensor parallel with ddp (``tp``, with or without
+sequence parallel: the DTensor-sharded model on a fake (pp, dp, tp) mesh, ``workloads/parallel.py``).
+Pipeline stages (the schedule's P2P warm-up reads a value: ``_local_scalar_dense``) and FSDP
+over a tensor-parallel mesh (``nonzero`` in FSDP2's 2-D sharding) cannot run on fake tensors: ``memory.program_bytes``
+returns None for them and the formula (``memory.gpt_training``, which divides states and
+activations as the layout does) answers.
 
 DeepSpeed ZeRO 1-3 cannot run on fake tensors (its engine reads values and allocates in
 C++): ``traces.deepspeed_bytes`` is an analytic model over the traced forward/backward of
@@ -56,6 +59,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 from workloads import memory
+from workloads.layouts import Layout
 from workloads.memory import TRACED, Inputs
 from workloads.traces import FORWARD_BACKWARD
 
@@ -177,29 +181,36 @@ def _fake_group(world_size: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _patched(world_size: int) -> Iterator[None]:
+def _patched(world_size: int, layout: Layout | None = None) -> Iterator[None]:
     """What reads values at start-up, which fake tensors lack, left out or made beforehand:
     DDP's parameter-shape check and broadcast (what they allocate is freed before the first
-    step), and FSDP's default device mesh (made here on real tensors, then reused)."""
+    step), FSDP's default device mesh and a tensor-parallel layout's (pp, dp, tp) mesh (made
+    here on real tensors, then reused)."""
     import torch.nn.parallel.distributed as ddp_module
     from torch.distributed.fsdp._fully_shard import _fully_shard
 
-    mesh = None
+    from workloads import parallel
+
+    mesh = grid = None
     if world_size and torch.distributed.is_initialized():
         from torch.distributed.device_mesh import init_device_mesh
 
         mesh = init_device_mesh("cpu", (world_size,))
+        if layout is not None and layout.model_parallel:
+            grid = init_device_mesh("cpu", (layout.pp, layout.dp, layout.tp), mesh_dim_names=("pp", "dp", "tp"))
     saved = (ddp_module._verify_param_shape_across_processes, ddp_module._sync_module_states,
-             _fully_shard._init_default_mesh)
+             _fully_shard._init_default_mesh, parallel.make_mesh)
     ddp_module._verify_param_shape_across_processes = lambda *a, **k: None  # type: ignore[assignment]
     ddp_module._sync_module_states = lambda *a, **k: None  # type: ignore[assignment]
     if mesh is not None:
         _fully_shard._init_default_mesh = lambda *a, **k: mesh  # type: ignore[assignment]
+    if grid is not None:
+        parallel.make_mesh = lambda *a, **k: grid  # type: ignore[assignment]
     try:
         yield
     finally:
         (ddp_module._verify_param_shape_across_processes, ddp_module._sync_module_states,
-         _fully_shard._init_default_mesh) = saved
+         _fully_shard._init_default_mesh, parallel.make_mesh) = saved
 
 
 def _in_place_all_reduce(state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects string annotations
@@ -251,10 +262,14 @@ def measure_step(inputs: Inputs) -> int:
     session = _Session(inputs.precision, inputs.devices)
     needs_group = inputs.strategy != "ddp" or inputs.devices > 1
     group = _fake_group(inputs.devices) if needs_group else contextlib.nullcontext()
-    with group, _patched(inputs.devices if needs_group else 0):
+    layout = None
+    if inputs.cp > 1 or inputs.tp > 1:
+        layout = Layout(tp=inputs.tp, cp=inputs.cp, dp=inputs.devices // (inputs.tp * inputs.cp),
+                        sequence_parallel=inputs.sequence_parallel)
+    with group, _patched(inputs.devices if needs_group else 0, layout):
         with FakeTensorMode(allow_non_fake_inputs=True), LiveBytes() as tracker:
             trainer = strategies.build(session, inputs.strategy, inputs.cfg, lr=1e-4,  # type: ignore[arg-type]
-                                       batch=inputs.batch, accum=inputs.accum)
+                                       batch=inputs.batch, accum=inputs.accum, layout=layout)
             if isinstance(trainer.model, torch.nn.parallel.DistributedDataParallel):
                 trainer.model.register_comm_hook(None, _in_place_all_reduce)
                 trainer.model.reducer = _NoRebuild(trainer.model.reducer)

@@ -352,6 +352,9 @@ register(
                   "--grad-accum if above 1, else --pp); without --pp it must be 0 or --grad-accum"),
             Param("pp_schedule", str, "1f1b", "pipeline schedule: 1f1b (Schedule1F1B, needs microbatches >= pp) "
                   "| gpipe (ScheduleGPipe)", ("1f1b", "gpipe")),
+            Param("cp", int, 1, "context-parallel degree: each of cp ranks holds seq_len / cp tokens of every "
+                  "sequence and all-gathers the keys and values (workloads/context.py); with ddp or FSDP, tp = pp = 1; "
+                  "dp = ranks / cp"),
             Param("sequence_parallel", bool, False, "split activations along the sequence between the "
                   "tensor-parallel regions (LayerNorms, dropout, residual stream); needs --tp >= 2"),
             Param("activation_checkpointing", str, "none", "none | full (every block's forward recomputed in "
@@ -372,10 +375,11 @@ register(
             "--data file:/path/to/shakespeare_input.txt --tokenizer char.\n"
             "--sparsity S: magnitude pruning of the blocks' linear weights, masks re-applied after each step;\n"
             "dense kernels run them (no speed-up expected on GPUs); model FLOPs stay the dense count.\n"
-            "Layouts (workloads/layouts.py): ranks = dp x tp x pp, tp innermost; tokens per step =\n"
+            "Layouts (workloads/layouts.py): ranks = dp x cp x tp x pp, tp innermost; tokens per step =\n"
             "batch x seq x micro-batches x dp. --tp with ddp (gradients averaged over dp after the backward)\n"
-            "or fsdp-full/fsdp-grad-op (FSDP2 over dp); --pp with ddp; ZeRO 1-3 refuse tp/pp. Metrics dp, tp, pp,\n"
-            "microbatches record the layout; loss is the last stage's with --pp.\n"
+            "or fsdp-full/fsdp-grad-op (FSDP2 over dp); --pp with ddp; ZeRO 1-3 refuse tp/pp/cp. --cp C: context\n"
+            "parallel (C ranks share each sequence; dp = ranks / C; ddp or FSDP, no tp/pp). Metrics dp, tp, pp, cp,\n"
+            "microbatches record the layout; loss is the last stage's with --pp, the group's mean with --cp.\n"
             "sizes: " + ", ".join(_GPT_SIZES) + "\n"
             "example: torchrun --nproc-per-node 4 -m workloads.gpt2 --model gpt2-medium --batch-size 16 "
             "--strategy fsdp-full --precision bf16\n"

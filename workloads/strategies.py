@@ -9,7 +9,7 @@
 - ``zero1`` / ``zero2`` / ``zero3``: DeepSpeed ZeRO stages (imported only when asked for).
 
 Tensor and pipeline parallel layouts (``tp``/``pp`` > 1, ``workloads/layouts.py``) are built by
-``workloads/parallel.py``; activation checkpointing is the model's own (``GPTConfig.checkpointing``).
+``workloads/parallel.py``, context parallel (``cp`` > 1) by ``workloads/context.py``; activation checkpointing is the model's own (``GPTConfig.checkpointing``).
 
 Precision: ddp/fsdp keep fp32 weights and run under autocast (fp16 adds a GradScaler);
 DeepSpeed uses its own fp16 (dynamic loss scale) or bf16 mode with fp32 master weights.
@@ -223,6 +223,10 @@ def _deepspeed(session: Session, cfg: GPTConfig, lr: float, stage: int, batch: i
 
 def build(session: Session, strategy: str, cfg: GPTConfig, *, lr: float, batch: int, accum: int,
           compile_: bool = False, layout: Layout | None = None) -> Trainer:
+    if layout is not None and layout.cp > 1:
+        from workloads import context
+
+        return context.build(session, strategy, cfg, layout, lr, batch, accum)  # type: ignore[return-value]
     if layout is not None and layout.model_parallel:
         from workloads import parallel
 

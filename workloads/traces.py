@@ -41,17 +41,25 @@ EXTRAPOLATE_ABOVE = 4
 # FSDP on more ranks than this is extrapolated from its traces at 2 and 4 ranks: a rank holds
 # a + b/N bytes, b the sharded part (parameters, gradients, optimizer states: 1/N each) and a the
 # rest (activations, a gathered block, the loss), which N does not change. 1 rank is not on that
-# line (FSDP on one rank keeps no second copy to gather into).
+# line (FSDP on one rank keeps no second copy to gather into). With context parallel the traces
+# are at cp and 2 x cp ranks (dp 1 and 2; a depends on cp, the tokens a rank holds).
 FSDP_EXTRAPOLATE_ABOVE = 4
 FSDP = ("fsdp-full", "fsdp-grad-op")
+
+
+def _fsdp_anchors(inputs: Inputs) -> tuple[int, int]:
+    return (2, FSDP_EXTRAPOLATE_ABOVE) if inputs.cp == 1 else (inputs.cp, 2 * inputs.cp)
 
 Value = Callable[[Inputs], int]
 
 
 def normalized(inputs: Inputs) -> Inputs:
     """The inputs as traced: what does not change the peak set to the smallest value that gives it."""
-    if inputs.strategy == "ddp" and inputs.devices > 2:
-        inputs = replace(inputs, devices=2)  # a DDP rank holds the same on 2 ranks as on any more
+    # A DDP rank holds the same on 2 ranks as on any more; with tensor parallel, 2 replicas as any
+    # more (their gradients averaged in place); with context parallel, one group (dp 1) as more.
+    ddp_ranks = 2 * inputs.tp if inputs.tp > 1 else max(2, inputs.cp)
+    if inputs.strategy == "ddp" and inputs.devices > ddp_ranks:
+        inputs = replace(inputs, devices=ddp_ranks)
     if inputs.accum > ACCUM_TRACED:
         # From the 4th micro-batch on, one allocates as the one before it (memory.ACCUM_TRACED).
         inputs = replace(inputs, accum=ACCUM_TRACED)
@@ -76,8 +84,8 @@ def leaves(inputs: Inputs) -> list[Inputs]:
     inputs = normalized(inputs)
     if inputs.strategy in DEEPSPEED:
         return _depths(forward_backward_leaf(inputs))
-    if inputs.strategy in FSDP and inputs.devices > FSDP_EXTRAPOLATE_ABOVE:
-        return [*_depths(replace(inputs, devices=2)), *_depths(replace(inputs, devices=4))]
+    if inputs.strategy in FSDP and inputs.devices > _fsdp_anchors(inputs)[1]:
+        return [leaf for n in _fsdp_anchors(inputs) for leaf in _depths(replace(inputs, devices=n))]
     return _depths(inputs)
 
 
@@ -92,15 +100,16 @@ def by_layers(inputs: Inputs, value: Value) -> int:
 
 
 def by_ranks(inputs: Inputs, value: Value) -> int:
-    """FSDP on N > 4 ranks: a + b/N through the 2- and 4-rank predictions. Exact but for FSDP's
-    padding of each parameter's first dimension to a multiple of N (at most one row per parameter
-    and rank; none for the gpt2 sizes, whose dimensions N divides): traced directly at 8, 16 and 32
-    ranks, gpt2 .. gpt2-xxxl came out the same to the byte (tests/workloads/test_predict_memory.py
-    checks 8)."""
-    two = by_layers(replace(inputs, devices=2), value)
-    four = by_layers(replace(inputs, devices=4), value)
-    sharded = 4 * (two - four)  # b: b/2 - b/4 = two - four
-    return int(round(four - sharded / 4 + sharded / inputs.devices))
+    """FSDP on N > 4 ranks: a + b/N through the 2- and 4-rank predictions (cp and 2 x cp with
+    context parallel). Exact but for FSDP's padding of each parameter's first dimension to a
+    multiple of N (at most one row per parameter and rank; none for the gpt2 sizes, whose
+    dimensions N divides): traced directly at 8, 16 and 32 ranks, gpt2 .. gpt2-xxxl came out the
+    same to the byte (tests/workloads/test_predict_memory.py checks 8)."""
+    lo, hi = _fsdp_anchors(inputs)
+    at_lo = by_layers(replace(inputs, devices=lo), value)
+    at_hi = by_layers(replace(inputs, devices=hi), value)
+    sharded = (at_lo - at_hi) * lo * hi / (hi - lo)  # b: b/lo - b/hi = at_lo - at_hi
+    return int(round(at_hi - sharded / hi + sharded / inputs.devices))
 
 
 def combine(inputs: Inputs, value: Value) -> int:
@@ -108,7 +117,7 @@ def combine(inputs: Inputs, value: Value) -> int:
     inputs = normalized(inputs)
     if inputs.strategy in DEEPSPEED:
         return deepspeed_bytes(inputs, by_layers(forward_backward_leaf(inputs), value))
-    if inputs.strategy in FSDP and inputs.devices > FSDP_EXTRAPOLATE_ABOVE:
+    if inputs.strategy in FSDP and inputs.devices > _fsdp_anchors(inputs)[1]:
         return by_ranks(inputs, value)
     return by_layers(inputs, value)
 

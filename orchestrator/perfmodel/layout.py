@@ -11,7 +11,7 @@ ZERO_STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp-grad-op": 2, "
 
 @dataclass(frozen=True)
 class Layout:
-    """Degrees of data (dp), tensor (tp), pipeline (pp) and context/sequence (cp) parallelism.
+    """Degrees of data (dp), tensor (tp), pipeline (pp) and context (cp) parallelism.
 
     ``tp2d``: 2D tensor parallel (a tp = r x c grid, Subramanian et al.) instead of Megatron 1D;
     1D always runs with Megatron's sequence parallel (LayerNorm/dropout activations split by tp).
@@ -43,7 +43,7 @@ class Layout:
         if self.pp > 1:
             parts.append(f"pp{self.pp}")
         if self.cp > 1:
-            parts.append(f"sp{self.cp}")
+            parts.append(f"cp{self.cp}")
         text = "+".join(parts) or "single"
         if self.dp > 1 and self.strategy != "ddp":
             text += f" {self.strategy}"

@@ -14,10 +14,10 @@ def test_predict_ranks_layouts_of_gpt2_xl_on_polaris(workdir: Path) -> None:
     assert out["device"] == "A100-SXM4-40GB" and out["precision"] == "bf16" and out["global_batch"] == 64
     layouts = out["layouts"]
     assert [r["rank"] for r in layouts] == list(range(1, len(layouts) + 1))
-    assert all(r["dp"] * r["tp"] * r["pp"] * r["sp"] == 8 for r in layouts)
+    assert all(r["dp"] * r["tp"] * r["pp"] * r["cp"] == 8 for r in layouts)
     # Data, tensor, pipeline and sequence layouts and every ZeRO stage are ranked.
     assert any(r["tp"] > 1 for r in layouts) and any(r["pp"] > 1 for r in layouts)
-    assert any(r["sp"] > 1 for r in layouts) and {r["zero"] for r in layouts} == {0, 1, 2, 3}
+    assert any(r["cp"] > 1 for r in layouts) and {r["zero"] for r in layouts} == {0, 1, 2, 3}
     fits = [r["fits"] for r in layouts]
     assert fits[0] == "yes" and "NO" in fits and fits == sorted(fits, key=lambda f: f != "yes")
     assert all(r["memory_gb"] <= 40 for r in layouts if r["fits"] == "yes")
@@ -25,15 +25,60 @@ def test_predict_ranks_layouts_of_gpt2_xl_on_polaris(workdir: Path) -> None:
     steps = [r["step_s"] for r in layouts if r["fits"] == "yes"]
     assert steps == sorted(steps)
     assert all(0 < r["mfu"] < 1 for r in layouts)
+    # Each layout says how the gpt2 workload runs it, or why it cannot (its own layout check).
+    assert all((r["gpt2_values"] is None) != (r["gpt2_refusal"] is None) for r in layouts)
+    assert all(r["gpt2"] == ("yes" if r["gpt2_values"] else "no") for r in layouts)
+    assert all("2D tensor parallel" in r["gpt2_refusal"] for r in layouts if r["tp2d"])
+    # gpt2-xl's 25 heads: no tensor-parallel degree of 8 devices divides them.
+    assert all(r["gpt2_refusal"] for r in layouts if r["tp"] > 1)
+    assert any("25 attention heads are not divisible" in r["gpt2_refusal"] for r in layouts if r["tp"] > 1)
+    runnable = [r for r in layouts if r["gpt2_values"]]
+    assert any(r["cp"] > 1 for r in runnable) and any(r["pp"] > 1 for r in runnable)
+    assert {r["gpt2_values"]["strategy"] for r in runnable if r["cp"] > 1} <= {"ddp", "fsdp-grad-op", "fsdp-full"}
 
 
 def test_predict_table(workdir: Path) -> None:
     text = run_orch("predict", "--model", "gpt2", "--devices", "4", "--site", "polaris", "--top", "5",
                     cwd=workdir, check=True).stdout
-    for column in ("layout", "dp", "tp", "pp", "sp", "zero", "recompute", "step s", "tokens/s", "GB/device",
-                   "fits?", "MFU"):
+    for column in ("layout", "dp", "tp", "pp", "cp", "zero", "recompute", "step s", "tokens/s", "GB/device",
+                   "fits?", "MFU", "gpt2"):
         assert column in text
     assert "gpt2 on 4 x A100-SXM4-40GB (polaris)" in text and "more layout(s)" in text
+    assert "measure layout " in text and "with the gpt2 workload: grid {model: gpt2, devices: 4" in text
+
+
+def test_every_layout_predict_ranks_for_tiny_runs_and_is_measured(workdir: Path) -> None:
+    """The layouts `orch predict` ranks for the tiny model on 2 local devices (data, tensor, pipeline
+    and context parallel) run as a sweep from their gpt2_values, and prediction_error sets each
+    run's predicted step time beside the measured one."""
+    out = json.loads(run_orch("predict", "--model", "tiny", "--devices", "2", "--site", "local", "--seq-len", "32",
+                              "--batch-size", "2", "--precision", "fp32", "--json", cwd=workdir, check=True).stdout)
+    chosen = [r for r in out["layouts"] if r["zero"] == 0 and r["recompute"] == "no"]
+    assert sorted((r["dp"], r["tp"], r["pp"], r["cp"]) for r in chosen) == [
+        (1, 1, 1, 2), (1, 1, 2, 1), (1, 2, 1, 1), (2, 1, 1, 1)]
+    assert all(r["gpt2_values"] for r in chosen), [r["gpt2_refusal"] for r in chosen]
+    experiments = "".join(
+        f"  - name: l{r['rank']}\n    workload: gpt2\n    sites: [local]\n    walltime: '00:05:00'\n"
+        f"    grid: {json.dumps({**r['gpt2_values'], 'model': 'tiny', 'devices': 2, 'precision': 'fp32'})}\n"
+        for r in chosen)
+    sweep = workdir / "layouts.yaml"
+    sweep.write_text("name: layouts\nexperiments:\n" + experiments.replace(
+        '"precision": "fp32"}', '"precision": "fp32", "batch_size": 2, "seq_len": 32, "vocab_size": 256, '
+        '"warmup": 1, "iters": 2}'))
+    run_orch("run", str(sweep), "--interval", "0.5", cwd=workdir, check=True, timeout=600)
+    rows = json.loads(run_orch("sql", "-f", "json",
+                               "SELECT r.run_id, r.status, mv.name, mv.value FROM results r "
+                               "JOIN attempts a ON a.run_id = r.run_id JOIN metric_values mv ON mv.attempt_id = a.id "
+                               "WHERE mv.name IN ('dp', 'tp', 'pp', 'cp')", cwd=workdir, check=True).stdout)
+    measured: dict[str, dict[str, float]] = {}
+    for row in rows:
+        assert row["status"] == "completed", row
+        measured.setdefault(row["run_id"], {})[row["name"]] = row["value"]
+    assert sorted((m["dp"], m["tp"], m["pp"], m["cp"]) for m in measured.values()) == sorted(
+        (r["dp"], r["tp"], r["pp"], r["cp"]) for r in chosen)
+    errors = json.loads(run_orch("sql", "-f", "json", "SELECT predicted_step_s, measured_step_s FROM "
+                                 "prediction_error", cwd=workdir, check=True).stdout)
+    assert len(errors) == 4 and all(e["predicted_step_s"] > 0 and e["measured_step_s"] > 0 for e in errors)
 
 
 def test_predict_errors_are_one_line(workdir: Path) -> None:

@@ -76,3 +76,22 @@ def test_zero3_partitions_only_parameters_above_deepspeeds_threshold() -> None:
     # gradients (1/2 kept on 2 ranks), plus the reduce bucket, all in fp32's 4 bytes.
     assert traces.deepspeed_base(run, 10**10) == 10**10 - 2 * 4 * big * 0.5 + traces.DS_REDUCE_BUCKET * 4
     assert traces.deepspeed_base(replace(run, strategy="zero2"), 10**10) == 10**10 + traces.DS_REDUCE_BUCKET * 4
+
+
+def test_context_parallel_traces_one_group_and_extrapolates_fsdp_from_one_and_two_replicas() -> None:
+    ddp = _inputs(model="gpt2", strategy="ddp", devices=16, cp=4)
+    assert [leaf.devices for leaf in traces.leaves(ddp)] == [4, 4]  # one cp group, at 2 and 3 layers
+    fsdp = replace(ddp, strategy="fsdp-full")
+    assert sorted({leaf.devices for leaf in traces.leaves(fsdp)}) == [4, 8]  # dp 1 and 2
+
+    def value(leaf: Inputs) -> int:  # a + b/N per rank, c per layer
+        return 7_000 + 64_000 // leaf.devices + 300 * leaf.cfg.n_layer
+
+    assert traces.combine(fsdp, value) == 7_000 + 64_000 // 16 + 300 * 12
+
+
+def test_tensor_parallel_ddp_traces_two_replicas() -> None:
+    tp = _inputs(model="gpt2", strategy="ddp", devices=32, tp=4, sequence_parallel=True)
+    assert {leaf.devices for leaf in traces.leaves(tp)} == {8}  # tp 4 x dp 2
+    assert traces.leaves(tp) == traces.leaves(replace(tp, devices=8))
+    assert traces.leaves(tp) != traces.leaves(replace(tp, sequence_parallel=False))

@@ -1,5 +1,5 @@
 """gpt2 layouts that can be run and checked (issue 11, item 4): tensor parallel, pipeline parallel,
-sequence parallel and activation checkpointing, tiny, with gloo on CPU.
+sequence parallel, context parallel and activation checkpointing, tiny, with gloo on CPU.
 
 A tp/pp run builds the same weights from the same seed as the plain run and reads the same data
 (ranks of one replica share it), so its losses after two optimiser steps equal the plain run's:
@@ -23,6 +23,11 @@ TINY = ["--model", "tiny", "--batch-size", "2", "--seq-len", "32", "--warmup", "
 # Larger activations than weights, so that checkpointing shows in the peak.
 ACTIVATIONS = ["--model", "tiny", "--batch-size", "4", "--seq-len", "128", "--warmup", "0", "--iters", "2",
                "--vocab-size", "256", "--attention", "manual"]
+
+
+@pytest.fixture(autouse=True)
+def _memory_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCH_MEMORY_CACHE", str(tmp_path / "memory-cache"))  # traces of this test alone
 
 
 def _run(tmp: Path, args: list[str], nproc: int = 1) -> dict[str, Any]:
@@ -55,6 +60,20 @@ def test_tensor_parallel_matches_the_plain_run(tmp_path: Path, plain: dict[int, 
     assert m["tokens_per_step"] == 2 * 32 and m["global_batch"] == 2
     assert math.isclose(m["tflops_per_device"] * 2, m["tflops"], rel_tol=1e-9)
     assert doc["params"]["tp"] == 2
+    _trace_predicts_the_peak(doc)
+
+
+def _trace_predicts_the_peak(doc: dict[str, Any]) -> None:
+    """The memory trace of the same layout (DTensor-sharded model on a fake mesh, or the sequence
+    slices with their gathers) predicts the rank's measured peak_tensor_bytes within 2%."""
+    p, m = doc["params"], doc["metrics"]
+    values = {"model": "tiny", "batch_size": p["batch_size"], "seq_len": p["seq_len"], "vocab_size": 256,
+              "attention": p["attention"], "devices": m["dp"] * m["cp"] * m["tp"], "precision": "fp32",
+              "strategy": p["strategy"], "cp": p["cp"], "tp": p["tp"], "sequence_parallel": p["sequence_parallel"],
+              "activation_checkpointing": p["activation_checkpointing"]}
+    predicted = memory.program_bytes("gpt2", values)
+    measured = m["peak_tensor_bytes"]
+    assert predicted is not None and abs(predicted - measured) <= 0.02 * measured, (predicted, measured)
 
 
 @pytest.mark.slow
@@ -81,13 +100,14 @@ def test_pipeline_matches_gradient_accumulation(tmp_path: Path, plain: dict[int,
 
 @pytest.mark.slow
 def test_tensor_parallel_replicas_average_their_gradients(tmp_path: Path) -> None:
-    """tp 2 x dp 2 on 4 ranks against ddp on 2: rank 0 reads replica 0's data in both, and its
-    second loss depends on the first update, i.e. on both replicas' gradients averaged."""
+    """tp 2 x dp 2 on 4 ranks (sequence parallel) against ddp on 2: rank 0 reads replica 0's data in
+    both, and its second loss depends on the first update, i.e. on both replicas' gradients averaged."""
     ddp = _run(tmp_path / "ddp", TINY, nproc=2)
-    doc = _run(tmp_path / "tp", [*TINY, "--tp", "2"], nproc=4)
+    doc = _run(tmp_path / "tp", [*TINY, "--tp", "2", "--sequence-parallel", "true"], nproc=4)
     _same_loss(doc, ddp)
     m = doc["metrics"]
     assert (m["tp"], m["dp"]) == (2, 2) and m["tokens_per_step"] == ddp["metrics"]["tokens_per_step"] == 2 * 32 * 2
+    _trace_predicts_the_peak(doc)
 
 
 @pytest.mark.slow
@@ -100,9 +120,44 @@ def test_tensor_and_pipeline_parallel_together(tmp_path: Path, plain: dict[int, 
 
 
 @pytest.mark.slow
+def test_context_parallel_matches_the_plain_run_and_the_trace_predicts_its_peak(
+        tmp_path: Path, plain: dict[int, dict[str, Any]]) -> None:
+    """cp 2: each rank computes 16 of the 32 tokens of every sequence, attending to the other rank's
+    keys and values: the plain run's losses (the forward's mask and positions, the gathered keys'
+    gradients), and the peak the trace of the same program predicts."""
+    doc = _run(tmp_path, [*TINY, "--cp", "2"], nproc=2)
+    _same_loss(doc, plain[1])
+    m = doc["metrics"]
+    assert (m["cp"], m["dp"], m["tp"], m["pp"]) == (2, 1, 1, 1)
+    assert m["tokens_per_step"] == plain[1]["metrics"]["tokens_per_step"] == 2 * 32  # one replica
+    _trace_predicts_the_peak(doc)
+
+
+@pytest.mark.slow
+def test_context_parallel_replicas_with_manual_attention_and_checkpointing(tmp_path: Path) -> None:
+    """cp 2 x dp 2 on 4 ranks against ddp on 2: rank 0's second loss depends on both replicas'
+    gradients; minGPT's attention with the shifted causal mask, blocks recomputed in the backward."""
+    manual = [*TINY, "--attention", "manual"]
+    ddp = _run(tmp_path / "ddp", manual, nproc=2)
+    doc = _run(tmp_path / "cp", [*manual, "--cp", "2", "--activation-checkpointing", "full"], nproc=4)
+    _same_loss(doc, ddp)
+    assert (doc["metrics"]["cp"], doc["metrics"]["dp"]) == (2, 2)
+    assert doc["metrics"]["tokens_per_step"] == ddp["metrics"]["tokens_per_step"]
+
+
+@pytest.mark.slow
+def test_context_parallel_under_fsdp(tmp_path: Path) -> None:
+    """FSDP2 initialises each shard itself, so its weights depend on the ranks: the first step's loss
+    (before any update) of cp 2 on 2 ranks equals FSDP's on 2 ranks, whose rank 0 reads the same data."""
+    first = [*TINY, "--iters", "1", "--strategy", "fsdp-full"]
+    fsdp = _run(tmp_path / "fsdp", first, nproc=2)
+    doc = _run(tmp_path / "cp", [*first, "--cp", "2"], nproc=2)
+    _same_loss(doc, fsdp)
+
+
+@pytest.mark.slow
 def test_checkpointing_lowers_the_measured_peak_and_the_trace_predicts_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ORCH_MEMORY_CACHE", str(tmp_path / "cache"))
+        tmp_path: Path) -> None:
     peaks: dict[str, float] = {}
     losses: dict[str, float] = {}
     for mode in ("none", "full"):
@@ -132,6 +187,13 @@ def test_layout_refusals_say_what_cannot_run() -> None:
         ({"tp": 2, "dropout": 0.1}, 2, "dropout with tp > 1"),
         ({"pp": 2, "precision": "fp16"}, 2, "fp16 with pp > 1"),
         ({"tp": 2, "sequence_parallel": True, "seq_len": 33}, 2, "seq_len 33 is not divisible"),
+        ({"cp": 2, "tp": 2}, 4, "context parallel runs with data parallel only"),
+        ({"cp": 2, "pp": 2}, 4, "context parallel runs with data parallel only"),
+        ({"cp": 2, "strategy": "zero3"}, 2, "does not combine with cp"),
+        ({"cp": 4, "seq_len": 30}, 4, "seq_len 30 is not divisible by cp 4"),
+        ({"cp": 2}, 3, "not a multiple of tp x pp x cp"),
+        ({"cp": 2, "compile": True}, 2, "compile with cp"),
+        ({"cp": 0}, 2, "must be at least 1"),
     ]
     for p, world, message in cases:
         with pytest.raises(layouts.LayoutError, match=message):
@@ -146,6 +208,11 @@ def test_layout_degrees_and_micro_batches() -> None:
     # tp innermost: ranks 0-1 are one tensor-parallel group, 0 and 2 two replicas of stage 0.
     assert [layout.coords(r) for r in (0, 1, 2, 4)] == [(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)]
     assert layouts.stage_bounds(5, 2) == [(0, 3), (3, 5)]
+    # Context parallel: neighbouring ranks share each sequence, and read their replica's data.
+    cp = layouts.resolve({"cp": 2}, 8)
+    assert (cp.dp, cp.cp, cp.world) == (4, 2, 8)
+    assert [cp.dp_rank(r) for r in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [cp.cp_rank(r) for r in range(4)] == [0, 1, 0, 1]
 
 
 def test_the_workload_refuses_in_one_line() -> None:
@@ -154,14 +221,25 @@ def test_the_workload_refuses_in_one_line() -> None:
     assert "zero1 (DeepSpeed ZeRO) does not combine with tp/pp" in proc.stderr.strip().splitlines()[-1]
 
 
-def test_memory_of_a_tensor_or_pipeline_layout_is_the_formula() -> None:
-    """Tracing runs the plain strategies only: a tp/pp layout gets the analytic formula, which
-    divides weights and activations as the layout does."""
+def test_context_parallel_memory_formula_divides_the_tokens() -> None:
+    """Where the trace is off (ORCH_MEMORY_TRACE=0, no torch), cp's formula: a rank's tokens are
+    seq/cp, plus the keys and values it gathers; the states as data parallel over all ranks."""
+    base = {"model": "gpt2", "batch_size": 8, "seq_len": 4096, "precision": "bf16", "strategy": "fsdp-full",
+            "devices": 8}
+    cp = memory.gpt_training({**base, "cp": 4})
+    assert cp < memory.gpt_training(base)
+    assert cp > memory.gpt_training({**base, "seq_len": 1024})  # the gathered keys and values
+
+
+def test_memory_of_a_pipeline_or_fsdp_tensor_layout_is_the_formula() -> None:
+    """What cannot run on fake tensors (pipeline stages, FSDP over a tensor-parallel mesh) gets the
+    analytic formula, which divides weights and activations as the layout does."""
     base = {"model": "gpt2", "batch_size": 8, "seq_len": 1024, "precision": "bf16", "strategy": "ddp",
             "devices": 8}
     tp = {**base, "tp": 8}
-    assert memory.program_bytes("gpt2", tp) is None
-    assert memory.predicted_bytes("gpt2", tp, memory.gpt_training) == memory.gpt_training(tp)
+    for untraced in ({**base, "pp": 2}, {**tp, "strategy": "fsdp-full"}):
+        assert memory.program_bytes("gpt2", untraced) is None
+        assert memory.predicted_bytes("gpt2", untraced, memory.gpt_training) == memory.gpt_training(untraced)
     plain = memory.gpt_training(base)
     assert memory.gpt_training(tp) < plain
     assert memory.gpt_training({**tp, "sequence_parallel": True}) < memory.gpt_training(tp)

@@ -23,6 +23,7 @@ not from the configuration.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -52,6 +53,7 @@ class CausalSelfAttention(nn.Module):
         self.dropout = cfg.dropout
         self.attn_dropout = _dropout(cfg.dropout)
         self.resid_dropout = _dropout(cfg.dropout)
+        self.context: Any = None  # context parallel: this rank's slice of the sequence (workloads/context.py)
 
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
         b, s, _ = x.shape
@@ -61,19 +63,27 @@ class CausalSelfAttention(nn.Module):
         # (b, s, width) -> (b, heads, s, head_dim)
         heads = width // self.head_dim
         q, k, v = (t.view(b, s, heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        mask = None
+        if self.context is not None:  # this rank's queries against every rank's keys and values
+            k, v = self.context.gather(k, dim=2), self.context.gather(v, dim=2)
+            mask = self.context.causal_mask(s, q.device) if causal else None
         if self.manual:
-            y = self._manual(q, k, v, causal)
+            y = self._manual(q, k, v, causal, mask)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None,
                                                dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(b, s, width)
         return self.resid_dropout(self.c_proj(y))
 
-    def _manual(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
-        """minGPT's attention, step by step: (b, heads, s, s) scores, mask, softmax, dropout, @ v."""
+    def _manual(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        """minGPT's attention, step by step: (b, heads, s, s) scores, mask, softmax, dropout, @ v.
+        ``mask`` (context parallel): where each query may attend, in place of the square causal mask."""
         s = q.size(-2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        if causal:
+        if mask is not None:
+            att = att.masked_fill(~mask, float("-inf"))
+        elif causal:
             # minGPT keeps a tril buffer of block_size^2; made here per call (s^2 booleans,
             # small beside the scores) so that meta-device construction needs no buffer.
             future = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
@@ -126,6 +136,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.context: Any = None  # context parallel: this rank's slice of every sequence (workloads/context.py)
         if cfg.tie_weights:
             self.lm_head.weight = self.wte.weight  # tied, as in GPT-2
         if not any(p.is_meta for p in self.parameters()):
@@ -154,7 +165,12 @@ class GPT(nn.Module):
         _, s = idx.shape
         if s > self.cfg.block_size:
             raise ValueError(f"sequence of {s} tokens exceeds block size {self.cfg.block_size}")
-        pos = torch.arange(s, device=idx.device)
+        start = 0
+        if self.context is not None:  # context parallel: compute on this rank's slice alone
+            idx = self.context.take(idx)
+            targets = self.context.take(targets) if targets is not None else None
+            start = self.context.offset(idx.size(1))
+        pos = torch.arange(start, start + idx.size(1), device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.blocks:
             x = block(x)
