@@ -23,8 +23,10 @@ The model (:mod:`.transformer`), after Calculon (SC23) and Subramanian et al. (S
   are placed as Megatron (and workloads/layouts.py) place them: tensor-parallel innermost,
   then context, data, pipeline outermost;
 - overlap rules: tensor-parallel collectives (1D Megatron with sequence parallel, or 2D) are on
-  the critical path, never overlapped; context-parallel K/V exchange overlaps the attention it
-  feeds (ring attention); pipeline point-to-point sends are not overlapped; the data-parallel
+  the critical path, never overlapped; context parallel is modelled as the gpt2 workload runs it
+  (workloads/context.py): K and V all-gathered in each forward and their gradients all-reduced
+  in the backward, not overlapped (a ring-attention implementation would hide most of it);
+  pipeline point-to-point sends are not overlapped; the data-parallel
   gradient all-reduce overlaps the last micro-batch's backward except its last 25 MB bucket;
   ZeRO-1/2 (FSDP grad-op) split it into a reduce-scatter (overlapped the same way) and an
   all-gather of the updated parameters after the optimizer step (exposed); ZeRO-3/FSDP-full

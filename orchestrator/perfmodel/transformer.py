@@ -189,16 +189,17 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
     tokens = mb * shape.seq_len / layout.cp
     t, p, cp, d = layout.tp, layout.pp, layout.cp, layout.dp
 
-    fwd, attention = _layer_forward(shape, layout, machine, tokens, mb, act, peak)
+    fwd, _ = _layer_forward(shape, layout, machine, tokens, mb, act, peak)
     passes = 4.0 if layout.recompute else 3.0  # forward + backward (2x) [+ recomputed forward]
     tp_comm = _tp_comm(shape, layout, machine, tokens, act) * (passes - 1.0)  # fwd, bwd (x2 volume), recompute
-    # Context parallel: K and V of the whole sequence all-gathered forward, their gradients
-    # reduce-scattered backward, overlapped with the attention they feed.
+    # Context parallel as the gpt2 workload runs it (workloads/context.py): K and V of the whole
+    # sequence all-gathered in every forward (the recomputed one too) and their gradients
+    # all-reduced in the backward, before the attention that needs them: not overlapped.
     cp_comm = 0.0
     if cp > 1:
         kv = 2 * mb * shape.seq_len * shape.hidden / t * act
-        ring = _ring(machine, kv, cp, t * cp, 1.0)
-        cp_comm = max(0.0, ring - attention) * (passes - 1.0)
+        forwards = passes - 2.0  # 1, or 2 with recompute
+        cp_comm = forwards * _ring(machine, kv, cp, t * cp, 1.0) + _ring(machine, kv, cp, t * cp, 2.0)
     layers = math.ceil(shape.layers / p)
     layer_time = fwd * passes + tp_comm + cp_comm
     # The LM head (logits GEMM + softmax/cross-entropy) on the last stage; the embedding look-up on the first.
