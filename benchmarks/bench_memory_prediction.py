@@ -8,7 +8,8 @@ For each sweep, in fresh processes of the real CLI (``orch plan --dry-run --json
 temporary ORCH_HOME, prints wall and CPU seconds (user + system, start-up included) of:
 
 - ``formula``: ``ORCH_MEMORY_TRACE=0`` (workloads/memory.py's formulas, as before);
-- ``traced, cold``: an empty prediction cache: every distinct shape traced on fake tensors;
+- ``traced, cold``: an empty prediction cache: every distinct shape traced on fake tensors (side by
+  side in ``$ORCH_TRACE_WORKERS`` processes, default one per core; CPU counts them all);
 - ``traced, warm``: the same again, every shape read from the disk cache (no torch import).
 
 Goal (issue 11): planning the examples with predictions on takes at most twice as long as
@@ -44,8 +45,9 @@ def _plan(sweep: str, env: dict[str, str]) -> tuple[float, float, int]:
 
 def main(sweeps: list[str]) -> None:
     print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
-    print("| sweep | runs | formula | traced, cold | traced, warm | warm / formula (CPU) |")
-    print("|---|---|---|---|---|---|")
+    print(f"trace workers: {os.environ.get('ORCH_TRACE_WORKERS') or len(os.sched_getaffinity(0))}")
+    print("| sweep | runs | formula | traced, cold | traced, warm | cold / formula (wall) | warm / formula (CPU) |")
+    print("|---|---|---|---|---|---|---|")
     totals = [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
     for sweep in sweeps:
         with tempfile.TemporaryDirectory() as tmp:
@@ -58,10 +60,12 @@ def main(sweeps: list[str]) -> None:
             total[0] += w
             total[1] += c
         cells = [f"{w:.1f} s wall, {c:.1f} s CPU" for w, c, _ in (formula, cold, warm)]
-        print(f"| {Path(sweep).name} | {formula[2]} | {' | '.join(cells)} | {warm[1] / formula[1]:.2f} |", flush=True)
+        print(f"| {Path(sweep).name} | {formula[2]} | {' | '.join(cells)} | {cold[0] / formula[0]:.1f} | "
+              f"{warm[1] / formula[1]:.2f} |", flush=True)
     if len(sweeps) > 1:
         cells = [f"{w:.1f} s wall, {c:.1f} s CPU" for w, c in totals]
-        print(f"| **all {len(sweeps)}** | | {' | '.join(cells)} | {totals[2][1] / totals[0][1]:.2f} |")
+        print(f"| **all {len(sweeps)}** | | {' | '.join(cells)} | {totals[1][0] / totals[0][0]:.1f} | "
+              f"{totals[2][1] / totals[0][1]:.2f} |")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
