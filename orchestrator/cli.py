@@ -6,6 +6,7 @@ prints one line (``error: file:line: field: what was expected``) and exits 2.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -162,9 +163,16 @@ def plan(
 ) -> None:
     """Expand a sweep into runs, resolve each on its site, render its script and record it.
 
-    Re-planning the same sweep adds nothing twice. Runs a site cannot do are kept as
-    [bold]skipped[/bold] with the reason. A plan of more than 50 runs prints a summary
-    (runs by site, skip reasons, the first rows); --all, --json and --show print every run.
+    Re-planning the same sweep adds nothing twice. Runs a site cannot do are kept as [bold]skipped[/bold] \
+with the reason. A plan of more than 50 runs prints a summary (runs by site, skip reasons, the first rows); \
+--all, --json and --show print every run.
+
+    Each run shows its predicted memory per device (mem_gb; a run that will not fit is skipped with \
+predicted and available GB) and step and run time (step_s, run_s), and the plan the campaign's node-hours \
+and cost. gpt2's memory is traced from its own training step on fake tensors: a new shape costs a \
+fraction of a second to a second once, then comes from ~/.cache/orch/memory ($ORCH_MEMORY_CACHE). New \
+shapes are traced side by side in $ORCH_TRACE_WORKERS processes (default: one per core); \
+ORCH_MEMORY_TRACE=0 uses the formulas instead.
     """
     from orchestrator.plan import plan_sweep, record_plan
     from orchestrator.plansummary import SUMMARY_ABOVE, listing, summary
@@ -807,6 +815,26 @@ def _print_sandbox(state: object, as_json: bool) -> None:
                                         for k, v in data.items()])
 
 
+def _reflow(doc: str) -> str:
+    """A docstring as --help should show it: each paragraph's lines joined (rich markup mode keeps a
+    docstring's line breaks, so paragraphs came out ragged), lists and indented examples as written."""
+    paragraphs = []
+    for paragraph in inspect.cleandoc(doc).split("\n\n"):
+        lines = paragraph.split("\n")
+        as_written = any(line.startswith((" ", "-", "*", "\b", "|")) for line in lines)
+        paragraphs.append(paragraph if as_written else " ".join(line.strip() for line in lines))
+    return "\n\n".join(paragraphs)
+
+
+def _reflow_help(typer_app: typer.Typer) -> None:
+    for command in typer_app.registered_commands:
+        if command.help is None and command.callback is not None and command.callback.__doc__:
+            command.help = _reflow(command.callback.__doc__)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_help(group.typer_instance)
+
+
 def main() -> None:
     try:
         app()  # standalone: click prints usage errors itself and exits 2
@@ -827,6 +855,8 @@ def main() -> None:
         err_console.print("interrupted: nothing is lost; `orch status` picks up where this stopped")
         raise SystemExit(130)
 
+
+_reflow_help(app)  # every command is registered by now
 
 if __name__ == "__main__":
     main()

@@ -48,7 +48,7 @@ def predict(
     NVLink/xGMI domain, then inter-node bandwidth per device). Overlap: data-parallel
     gradient reduction hides under the last backward but for one 25 MB bucket; ZeRO-1/2's
     parameter all-gather after the optimizer does not; ZeRO-3's gathers are prefetched;
-    tensor-parallel and pipeline transfers are never hidden. Memory: model states per ZeRO
+    tensor-parallel, context-parallel and pipeline transfers are never hidden. Memory: model states per ZeRO
     stage, Korthikanti's activations (fused attention), logits, the device's fixed cost.
     Efficiency factors: per-device-type defaults, or those `orch calibrate` fitted. MFU uses
     6N + 12*L*h*s model FLOPs per token. Estimates to rank layouts, not promises.
