@@ -3,7 +3,7 @@ orchestrator/perfmodel/, efficiency factors from `orch calibrate` where fitted).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +60,16 @@ class Prediction:
     batch_size: int
     seq_len: int
     estimates: list[Estimate]
+    _gpt2: dict[int, tuple[dict[str, Any] | None, str | None]] = field(default_factory=dict, repr=False)
 
     def gpt2(self, e: Estimate) -> tuple[dict[str, Any] | None, str | None]:
-        """How the gpt2 workload runs the estimate's layout, or why it cannot (:func:`gpt2_values`)."""
-        return gpt2_values(self.model, e.layout, self.precision, self.seq_len, e.micro_batches)
+        """How the gpt2 workload runs the estimate's layout, or why it cannot (:func:`gpt2_values`),
+        worked out once per layout (the table, its footer and --json all ask)."""
+        found = self._gpt2.get(id(e))
+        if found is None:
+            found = self._gpt2[id(e)] = gpt2_values(self.model, e.layout, self.precision, self.seq_len,
+                                                    e.micro_batches)
+        return found
 
     def rows(self) -> list[list[Any]]:
         out: list[list[Any]] = []

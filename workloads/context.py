@@ -15,8 +15,9 @@ means). The loss a rank reports is its group's mean. So a cp run starts from the
 weights and gives its losses (tests/workloads/test_gpt2_layouts.py).
 
 What this does not do: load balancing of the causal work (the last slice attends to every
-key, the first to its own), overlap of the K/V exchange with compute (the time model's
-overlap rule assumes a ring that hides it), or context parallel together with tp/pp.
+key, the first to its own), overlap of the K/V exchange with compute (the time model prices it
+as exposed, as done here: orchestrator/perfmodel/transformer.py), or context parallel together
+with tp/pp.
 """
 
 from __future__ import annotations
