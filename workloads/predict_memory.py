@@ -17,7 +17,7 @@ CUDA's ``max_memory_allocated`` reports without the caching allocator's rounding
 fragmentation, NCCL buffers: the site profile's ``device.fixed_memory_gb`` adds it in
 the orchestrator) and storage made outside torch's dispatcher (DeepSpeed's C++ buffers).
 
-The optimizer's states are made first (one AdamW step on zero gradients), then one training
+The optimizer's states are made first (as its first step leaves them), then one training
 step is traced: the steady step, as the real run's second and later ones. Deep models, FSDP on
 many ranks and DeepSpeed are put together from traces of smaller programs (``workloads/traces.py``:
 2 and 3 layers, 2 and 4 ranks, the plain forward/backward), so a 100-layer model costs what a
@@ -115,12 +115,24 @@ class LiveBytes(TorchDispatchMode):
                 for st in _storages(t):
                     self._add(st)
 
+    def _track_output(self, out: Any) -> None:
+        # An op's output is nearly always a tensor or a flat tuple of them: looked at directly
+        # (tree_flatten on every op was a tenth of a trace); anything else nested is flattened.
+        items = out if type(out) is tuple or type(out) is list else (out,)
+        if all(x is None or isinstance(x, torch.Tensor) for x in items):
+            for x in items:
+                if x is not None:
+                    for st in _storages(x):
+                        self._add(st)
+        elif not isinstance(out, (int, float, bool)):
+            self.track(out)
+
     def reset_peak(self) -> None:
         self.peak = self.live
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        self.track(out)
+        self._track_output(out)
         return out
 
     def __enter__(self) -> "LiveBytes":
@@ -249,9 +261,24 @@ def _batches(x_shape: tuple[int, int], accum: int, pool: int = 4) -> Iterator[li
         yield micro
 
 
+def _make_states(opt: torch.optim.Optimizer) -> None:
+    """The optimizer's states, as its first step leaves them, without that step's arithmetic.
+
+    Why: tracing a whole AdamW step costs a third of a leaf (one op per parameter and term, on
+    DTensors under FSDP) and adds nothing to the peak: its temporaries live one parameter at a time
+    beside the same parameters, gradients and states as the traced step's own optimizer phase. Adam's
+    ``_init_group`` is what ``step`` calls first; any other optimizer takes the real step.
+    """
+    if not isinstance(opt, torch.optim.Adam | torch.optim.AdamW) or not hasattr(opt, "_init_group"):
+        opt.step()
+        return
+    for group in opt.param_groups:
+        opt._init_group(group, [], [], [], [], [], [])  # type: ignore[attr-defined]
+
+
 def measure_step(inputs: Inputs) -> int:
     """Peak live bytes of the strategies' own trainer on fake tensors: the optimizer's states made
-    first (one AdamW step on zero gradients, as the real first step leaves them), then one
+    first (as the real first step leaves them, :func:`_make_states`), then one
     training step, the steady one (the real run's second and later steps)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -276,7 +303,7 @@ def measure_step(inputs: Inputs) -> int:
             opt = trainer.opt  # type: ignore[attr-defined]
             for param in trainer.model.parameters():
                 param.grad = torch.zeros_like(param)
-            opt.step()
+            _make_states(opt)
             opt.zero_grad(set_to_none=True)
             trainer.step(next(_batches((inputs.batch, inputs.seq), inputs.accum)))
             del trainer, opt
