@@ -126,8 +126,10 @@ def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]
     # mem_gb: predicted per-device peak of tensor memory (workloads/predict_memory.py; without the
     # device's fixed cost, which the memory check adds).
     # step_s, run_s: the time model's predicted step and steps-of-the-run seconds (orchestrator/perfmodel/).
-    columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "mem_gb", "step_s",
-               "run_s", "nodes", "queue", "tier", "status", "new", "reason"]
+    # mem_from: what mem_gb came from: trace (the program on fake tensors), trace+model (DeepSpeed:
+    # its traced forward/backward and a calibrated model of its engine) or formula.
+    columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "mem_gb", "mem_from",
+               "step_s", "run_s", "nodes", "queue", "tier", "status", "new", "reason"]
     rows: list[list[object]] = []
     for p in plans:
         s, placement = p.spec, p.resolved.placement
@@ -140,6 +142,7 @@ def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]
         rows.append([s.id, s.experiment, s.workload, s.site + (f":{s.system}" if s.system else ""), s.devices,
                      s.precision, " ".join(f"{k}={v}" for k, v in params.items()),
                      None if p.resolved.predicted_peak_gb is None else float(f"{p.resolved.predicted_peak_gb:.3g}"),
+                     p.resolved.memory_from,
                      _sig(p.resolved.predicted_step_s), _sig(p.resolved.predicted_run_s),
                      placement.nodes if placement else None, placement.queue if placement else None,
                      placement.queue_tier if placement else None,
@@ -168,11 +171,12 @@ with the reason. A plan of more than 50 runs prints a summary (runs by site, ski
 --all, --json and --show print every run.
 
     Each run shows its predicted memory per device (mem_gb; a run that will not fit is skipped with \
-predicted and available GB) and step and run time (step_s, run_s), and the plan the campaign's node-hours \
-and cost. gpt2's memory is traced from its own training step on fake tensors: a new shape costs a \
-fraction of a second to a second once, then comes from ~/.cache/orch/memory ($ORCH_MEMORY_CACHE). New \
-shapes are traced side by side in $ORCH_TRACE_WORKERS processes (default: one per core); \
-ORCH_MEMORY_TRACE=0 uses the formulas instead.
+predicted and available GB) and what it came from (mem_from: trace, trace+model for DeepSpeed, or formula \
+where tracing cannot go, e.g. pipeline stages), step and run time (step_s, run_s), and the plan the \
+campaign's node-hours and cost. gpt2's memory is traced from its own training step on fake tensors: a new \
+shape costs up to a second or two once (and each tracing process a few seconds to import torch), then \
+comes from ~/.cache/orch/memory ($ORCH_MEMORY_CACHE). New shapes are traced side by side in \
+$ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses the formulas instead.
     """
     from orchestrator.plan import plan_sweep, record_plan
     from orchestrator.plansummary import SUMMARY_ABOVE, listing, summary

@@ -71,6 +71,9 @@ class Resolved:
     # (orchestrator/perfmodel/); None where it does not apply to the workload.
     predicted_step_s: float | None = None
     predicted_run_s: float | None = None
+    # What predicted_peak_gb came from: workloads/memory.py FROM_TRACE ("trace"), FROM_TRACE_AND_MODEL
+    # ("trace+model", DeepSpeed) or FROM_FORMULA ("formula", where tracing cannot go).
+    memory_from: str | None = None
 
     @property
     def skipped(self) -> bool:
@@ -188,32 +191,31 @@ def shape_key(spec: RunSpec) -> tuple[Any, ...] | None:
     return key
 
 
-def _memory_need_gb(spec: RunSpec, workload: Workload) -> float | None:
-    """Predicted GB per device of the run (None: the workload has no memory model)."""
+MemoryNeed = tuple[float | None, str | None]  # GB per device, and what it came from (memory.FROM_*)
+
+
+def _memory_need_gb(spec: RunSpec, workload: Workload) -> MemoryNeed:
+    """Predicted GB per device of the run and its source (None, None: the workload has no memory model)."""
     if workload.memory_bytes is None:
-        return None
+        return None, None
     values = _run_values(spec, workload)
     # Traced from the workload's program where it can be (workloads/predict_memory.py), else the formula.
     try:
-        return _memory.predicted_bytes(spec.workload, values, workload.memory_bytes) / 1e9
+        found, source = _memory.predicted(spec.workload, values, workload.memory_bytes)
+        return found / 1e9, source
     except OverflowError:  # sizes past any float: past any device too
-        return float("inf")
+        return float("inf"), _memory.FROM_FORMULA
     except ValueError:  # a value the model cannot read (e.g. allreduce sizes "`id`"): no prediction
-        return None
+        return None, None
 
 
-def _memory_reason(spec: RunSpec, site: SiteProfile) -> str | None:
-    workload = registry.get(spec.workload)
-    if workload.memory_bytes is None or site.device.memory_gb is None:
-        return None
-    return _over_memory(_memory_need_gb(spec, workload), site)
-
-
-def _over_memory(need_gb: float | None, site: SiteProfile) -> str | None:
+def _over_memory(need: MemoryNeed, site: SiteProfile) -> str | None:
     """Why the predicted tensors plus the device's fixed cost (site profile) do not fit, or None."""
+    need_gb, source = need
     fixed = site.device.fixed_memory_gb or 0.0
     if need_gb is not None and site.device.memory_gb is not None and need_gb + fixed > site.device.memory_gb:
-        detail = f" ({need_gb:.1f} GB tensors + {fixed:g} GB fixed)" if fixed else ""
+        tensors = f"{need_gb:.1f} GB tensors by {source}"
+        detail = f" ({tensors} + {fixed:g} GB fixed)" if fixed else f" ({tensors})"
         return (f"predicted to need {need_gb + fixed:.1f} GB per device{detail}, "
                 f"{site.device.model} has {site.device.memory_gb:g} GB")
     return None
@@ -231,7 +233,7 @@ def resolve(spec: RunSpec, site: SiteProfile, env: Mapping[str, str], python: st
 
 # The memory a run is predicted to need depends on the workload and the run's values, not
 # on the site: one prediction serves every site of a plan. Key: (workload, the spec's values).
-MemoryCache = dict[tuple[Any, ...], "float | None"]
+MemoryCache = dict[tuple[Any, ...], MemoryNeed]
 
 
 def _once(cache: dict[tuple[Any, ...], Any], key: tuple[Any, ...] | None, compute: Callable[[], Any]) -> Any:
@@ -295,10 +297,10 @@ class SiteResolver:
             return None
         return _once(_REFUSALS, key, lambda: refusal(_run_values(spec, workload)))
 
-    def _memory_need(self, spec: RunSpec, workload: Workload, key: tuple[Any, ...] | None) -> float | None:
-        """Predicted GB of tensors per device, once per distinct run shape (every site shares it)."""
+    def _memory_need(self, spec: RunSpec, workload: Workload, key: tuple[Any, ...] | None) -> MemoryNeed:
+        """Predicted GB of tensors per device and its source, once per distinct run shape (every site shares it)."""
         if workload.memory_bytes is None:
-            return None
+            return None, None
         return _once(self._memory, key, lambda: _memory_need_gb(spec, workload))
 
     def traced_memory_inputs(self, spec: RunSpec) -> "_memory.Inputs | None":
@@ -371,14 +373,14 @@ class SiteResolver:
         """Place ``spec`` on the site or say why it cannot run there (see :func:`resolve`)."""
         site = self.site
 
-        predicted: float | None = None  # GB of tensors per device, once known
+        predicted: MemoryNeed = (None, None)  # GB of tensors per device and source, once known
         key = shape_key(spec)  # the predictions' cache key
 
         def skip(reason: str, memory: bool = True) -> Resolved:
             need = predicted
-            if memory and need is None and not isinstance(self._get_launcher(), VendorRunner):
+            if memory and need[0] is None and not isinstance(self._get_launcher(), VendorRunner):
                 need = self._memory_need(spec, registry.get(spec.workload), key)  # shown for every run (cached)
-            return Resolved(spec, site, None, reason, need)
+            return Resolved(spec, site, None, reason, need[0], memory_from=need[1])
 
         where = self.where
         device = site.device
@@ -451,5 +453,5 @@ class SiteResolver:
             devices_per_node=devices_per_node, pre_steps=launcher.pre_steps(request),
             rendezvous=launcher.rendezvous(request), hostfile=launcher.hostfile(request),
         )
-        return Resolved(spec, site, placement, predicted_peak_gb=predicted, predicted_step_s=step_s,
-                        predicted_run_s=run_s)
+        return Resolved(spec, site, placement, predicted_peak_gb=predicted[0], predicted_step_s=step_s,
+                        predicted_run_s=run_s, memory_from=predicted[1])

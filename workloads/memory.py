@@ -359,20 +359,34 @@ def traced_inputs(workload: str, p: dict[str, Any]) -> Inputs | None:
     return inputs
 
 
-def program_bytes(workload: str, p: dict[str, Any]) -> int | None:
-    """The traced prediction (from the cache where it is there, without torch), or None where the
-    workload has none, tracing is switched off (``ORCH_MEMORY_TRACE=0``) or torch is absent."""
+# What a memory prediction came from (``orch plan``'s ``mem_from``): the program traced on fake
+# tensors; for DeepSpeed, its traced forward/backward plus the calibrated model of its engine
+# (``traces.deepspeed_bytes``); or the formula (``gpt_training`` and the other workloads' own),
+# where tracing cannot go (pipeline stages, FSDP over a tensor-parallel mesh, no torch,
+# ``ORCH_MEMORY_TRACE=0``). The formula is the least exact (see README, "Predicted memory").
+FROM_TRACE, FROM_TRACE_AND_MODEL, FROM_FORMULA = "trace", "trace+model", "formula"
+
+
+def _program(workload: str, p: dict[str, Any]) -> tuple[int, str] | None:
     inputs = traced_inputs(workload, p)
     if inputs is None:
         return None
     try:
-        return cached_trace(inputs, compute)
+        found = cached_trace(inputs, compute)
     except _NoTorch:
         return None
     except Exception as exc:  # a shape or torch version the trace cannot follow: the formula, said once
         warnings.warn(f"memory of {workload} not traced ({type(exc).__name__}: {exc}); using the formula",
                       stacklevel=2)
         return None
+    return found, FROM_TRACE_AND_MODEL if inputs.strategy in DEEPSPEED else FROM_TRACE
+
+
+def program_bytes(workload: str, p: dict[str, Any]) -> int | None:
+    """The traced prediction (from the cache where it is there, without torch), or None where the
+    workload has none, tracing is switched off (``ORCH_MEMORY_TRACE=0``) or torch is absent."""
+    found = _program(workload, p)
+    return None if found is None else found[0]
 
 
 def trace_workers() -> int:
@@ -443,7 +457,13 @@ def prefetch(all_inputs: Iterable[Inputs], workers: int) -> int:
     return traced
 
 
+def predicted(workload: str, p: dict[str, Any], formula: Callable[[dict[str, Any]], int]) -> tuple[int, str]:
+    """Per-device peak tensor bytes, traced from the program where possible, else ``formula``; and
+    which of them it is (``FROM_*``)."""
+    found = _program(workload, p)
+    return (formula(p), FROM_FORMULA) if found is None else found
+
+
 def predicted_bytes(workload: str, p: dict[str, Any], formula: Callable[[dict[str, Any]], int]) -> int:
     """Per-device peak tensor bytes: traced from the program where possible, else ``formula``."""
-    traced = program_bytes(workload, p)
-    return formula(p) if traced is None else traced
+    return predicted(workload, p, formula)[0]
