@@ -291,10 +291,16 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=err_console,
                   disable=quiet or not watch, transient=False) as progress:
         task = progress.add_task("runs", total=1, detail="")
-        polls = 0
+        polls, warned = 0, False
         while True:
-            poll_once(c.sessions, executors)
+            report = poll_once(c.sessions, executors)
             polls += 1
+            if report.unrepaired and not warned and not quiet:
+                # An interrupted submit cannot be repaired while the scheduler cannot be asked;
+                # said once per command (the attempts' reason holds the scheduler's words).
+                err_console.print(f"{report.unrepaired} run(s) stay 'submitting': the scheduler could not say "
+                                  "whether their jobs reached it; a later poll asks again", markup=False)
+                warned = True
             submit_runs(c.sessions, executors, site=site, sweep=sweep,
                         run_ids=None if submit_planned else _retry_ids(c, sweep, site))
             counts = state_counts(c.engine, sweep, site)

@@ -22,7 +22,7 @@ from orchestrator.db.models import Attempt, Run
 from orchestrator.db.results import record_results
 from orchestrator.db.state import ACTIVE_ATTEMPTS as ACTIVE
 from orchestrator.executors import FailureClass, JobInfo, JobState
-from orchestrator.executors.base import submit_window
+from orchestrator.executors.base import SchedulerError, submit_window
 from orchestrator.runfiles import RunFiles
 from orchestrator.submit import Executors
 
@@ -52,6 +52,7 @@ class PollReport:
     retried: int = 0
     repaired: int = 0
     returned_to_plan: int = 0
+    unrepaired: int = 0  # intents left as they were: the scheduler could not be asked about them
     active: int = 0
     failures: dict[str, int] = field(default_factory=dict)
 
@@ -81,7 +82,15 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
     grace = submit_grace()
     for (site, system), attempts in by_site.items():
         executor = executors.for_site(site, system)
-        found = executor.find_by_name([a.job_name for a in attempts])
+        try:
+            found = executor.find_by_name([a.job_name for a in attempts])
+        except SchedulerError as exc:
+            # The scheduler could not say whether these jobs reached it: a job that did may be
+            # running, so nothing is handed back this poll, however long the intent has waited.
+            for attempt in attempts:
+                attempt.reason = f"not repaired yet: {exc}"
+            report.unrepaired += len(attempts)
+            continue
         # A submitter may still be working through a site's intents (one submit command per array):
         # the grace also runs from the last submit command started there, where the executor says.
         activity = getattr(executor, "submit_activity", None)
@@ -89,7 +98,7 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
         for attempt in attempts:
             job_id = found.get(attempt.job_name)
             if job_id:
-                attempt.job_id, attempt.state = job_id, "pending"
+                attempt.job_id, attempt.state, attempt.reason = job_id, "pending", None
                 attempt.submitted_at = attempt.submitted_at or now
                 attempt.run.status = "submitted"
                 report.repaired += 1

@@ -34,5 +34,13 @@ class RunFiles:
         return self.run_dir / "stderr.log"
 
 
-def job_name(run_id: str, attempt: int | None = None) -> str:
-    return f"orch-{run_id}" + (f"-a{attempt}" if attempt is not None else "")
+def job_name(run_id: str, attempt: int | None = None, nonce: str | None = None) -> str:
+    """``orch-<run>`` (the rendered script's name), ``orch-<run>-a<attempt>-<nonce>`` (a submission).
+
+    An attempt's name carries a nonce because repair after a crash finds jobs by name, and the
+    scheduler also keeps jobs of the same run and attempt number that are not this attempt's:
+    of an earlier campaign (the same sweep planned in another ORCH_HOME or a database started
+    afresh: run ids are content hashes) or of an intent handed back and numbered again. Adopting
+    one of those would record a job long finished, or run the program twice."""
+    name = f"orch-{run_id}" + (f"-a{attempt}" if attempt is not None else "")
+    return name + (f"-{nonce}" if nonce else "")

@@ -9,6 +9,7 @@ UPDATE whose row count says who won.
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -95,7 +96,7 @@ def claim(sessions: sessionmaker[Session], run_ids: list[str]) -> list[tuple[Run
             session.refresh(run)
             number = (session.scalar(select(func.max(Attempt.number)).where(Attempt.run_id == run_id)) or 0) + 1
             attempt = Attempt(run_id=run_id, number=number, state="submitting", scheduler=run.scheduler or "local",
-                              job_name=job_name(run_id, number))
+                              job_name=job_name(run_id, number, secrets.token_hex(3)))
             session.add(attempt)
             session.flush()
             won.append((run, attempt))

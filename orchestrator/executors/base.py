@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import os
+from datetime import datetime, timezone
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,6 +167,23 @@ class BatchExecutor(Executor):
     """
 
     default_max_array_size: ClassVar[int] = 1000
+    # In the executor folder: touched as each submit command starts (see submit_activity).
+    submit_marker: ClassVar[str] = "submit-started"
+
+    def _mark_submit_started(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / self.submit_marker).touch()
+
+    def submit_activity(self) -> datetime | None:
+        """When a submit command last started from this folder, by any orch process. One ``orch
+        submit`` writes the intents of a whole site first and then runs one submit command per
+        array: an intent can wait for its command far longer than one command's timeout.
+        ``orchestrator.follow`` measures the submit grace from this time as well as from the
+        intent's, so a concurrent ``orch status`` never hands back a run still queued to go."""
+        try:
+            return datetime.fromtimestamp((self.folder / self.submit_marker).stat().st_mtime, timezone.utc)
+        except OSError:
+            return None
 
     @abstractmethod
     def queued_count(self) -> int:

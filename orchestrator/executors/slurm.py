@@ -660,6 +660,7 @@ class SlurmExecutor(BatchExecutor):
 
     def _sbatch(self, text: str, args: list[str], names: Sequence[str]) -> str | None:
         self._count("sbatch")
+        self._mark_submit_started()  # see submit_activity
         try:
             return self._ex().submit_script(text, args)
         except Exception as e:  # submitit raises FailedJobError/FailedSubmissionError with sbatch's stderr
@@ -775,52 +776,69 @@ class SlurmExecutor(BatchExecutor):
 
     # -- repair -------------------------------------------------------------------------
 
-    def _array_members(self, wanted: set[str]) -> dict[str, tuple[str, int]]:
-        """job name -> (array job name, task index) from the manifests in the arrays folder."""
-        found: dict[str, tuple[str, int]] = {}
+    def _array_members(self, wanted: set[str]) -> dict[str, list[tuple[str, int]]]:
+        """job name -> every (array job name, task index) whose manifest lists it. A name can be in
+        two manifests (an array that never reached Slurm, then a smaller one that did): every
+        array is asked for, and the newest job among those Slurm knows wins."""
+        found: dict[str, list[tuple[str, int]]] = {}
         adir = self._arrays_dir()
         if not adir.is_dir():
             return found
-        for manifest in adir.glob("*.names"):
+        for manifest in sorted(adir.glob("*.names")):
             try:
                 names = manifest.read_text().splitlines()
             except OSError:
                 continue
             for i, name in enumerate(names):
                 if name in wanted:
-                    found[name] = (f"orch-array-{manifest.stem}", i)
+                    found.setdefault(name, []).append((f"orch-array-{manifest.stem}", i))
         return found
 
     def find_by_name(self, job_names: list[str]) -> dict[str, str]:
         """Ids of jobs submitted under these names: ONE ``sacct --name`` call, and one
         ``squeue --name`` call only for names sacct does not know yet (accounting lags
         the controller by a moment). Array tasks come back as ``<array id>_<i>``. When a
-        name was submitted twice, the newest job wins."""
+        name was submitted twice, the newest job wins.
+
+        A name missing from the answer is one Slurm was asked about and does not know. When
+        Slurm could not be asked (sacct or the squeue it needed failed), this raises
+        :class:`SlurmError` instead: "not found" would hand the run back to be submitted again
+        while its job may be running.
+        """
         if not job_names:
             return {}
         wanted = set(job_names)
         members = self._array_members(wanted)
-        sched_names = sorted({members[n][0] if n in members else n for n in wanted})
+        sched_names = sorted({arr for n in wanted for arr, _ in members.get(n, [])}
+                             | {n for n in wanted if n not in members})
         days = int(self.options.get("find_window_days", 30))
         cp = self._cmd("sacct", ["-X", "-n", "--parsable2", "-o", "JobID,JobName", "-S", f"now-{days}days",
                                  "-E", "now", f"--name={','.join(sched_names)}"])
+        if cp.returncode != 0:
+            raise SlurmError(f"sacct could not say which jobs reached Slurm: {_first_line(cp)}")
         latest: dict[str, str] = {}  # scheduler job name -> newest (array) job id
-        if cp.returncode == 0:
-            _collect_ids(cp.stdout, latest)
+        _collect_ids(cp.stdout, latest)
         missing = [s for s in sched_names if s not in latest]
         if missing:
             cp2 = self._cmd("squeue", ["-h", "-o", "%i|%j", f"--name={','.join(missing)}"])
-            if cp2.returncode == 0:
-                _collect_ids(cp2.stdout, latest)
+            if cp2.returncode != 0:
+                raise SlurmError(f"squeue could not say which jobs reached Slurm: {_first_line(cp2)}")
+            _collect_ids(cp2.stdout, latest)
         out: dict[str, str] = {}
         for name in job_names:
             if name in members:
-                arr, idx = members[name]
-                if arr in latest:
-                    out[name] = f"{latest[arr]}_{idx}"
+                tasks = [(int(latest[arr]), f"{latest[arr]}_{idx}") for arr, idx in members[name] if arr in latest]
+                if tasks:
+                    out[name] = max(tasks)[1]
             elif name in latest:
                 out[name] = latest[name]
         return out
+
+
+def _first_line(cp: subprocess.CompletedProcess) -> str:
+    """The first line of what a failed command said, or its exit code."""
+    text = (cp.stderr or cp.stdout or "").strip()
+    return text.splitlines()[0] if text else f"exit {cp.returncode}"
 
 
 def _collect_ids(text: str, latest: dict[str, str]) -> None:

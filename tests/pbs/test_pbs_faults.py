@@ -87,14 +87,19 @@ def test_orch_cancel_with_a_server_dropping_operands(pbs, tmp_path: Path, monkey
     assert sum(executions(tmp_path).values()) <= 1
 
 
+def wrap_qsub(pbs, body: str) -> None:
+    """Put a shell script in front of the emulator's qsub; ``{real}`` in ``body`` is the real one."""
+    real = pbs.bin / "qsub-real"
+    (pbs.bin / "qsub").rename(real)
+    write(pbs.bin / "qsub", "#!/bin/sh\n" + body.format(real=real)).chmod(0o755)
+
+
 def test_a_qsub_that_answers_late_is_not_submitted_twice(pbs, tmp_path: Path) -> None:
     """`orch submit` killed (-9) while its qsub hangs: the qsub is given up on (timeout) before the
     grace hands the run back to `planned`, so a late success cannot duplicate the run."""
-    real = pbs.bin / "qsub-real"
-    (pbs.bin / "qsub").rename(real)
     first = tmp_path / "first-qsub"
-    write(pbs.bin / "qsub", f"#!/bin/sh\n# The first qsub hangs 12 s, then submits.\n"
-                            f"if [ ! -e {first} ]; then : > {first}; sleep 12; fi\nexec {real} \"$@\"\n").chmod(0o755)
+    wrap_qsub(pbs, f"# The first qsub hangs 12 s, then submits.\n"
+                   f"if [ ! -e {first} ]; then : > {first}; sleep 12; fi\nexec {{real}} \"$@\"\n")
     make_site(tmp_path)
     sweep = write(tmp_path / "late.yaml", sweep_text("late", 1))
     env = {"ORCH_SUBMIT_GRACE_S": "3"}  # the qsub timeout follows: 1.5 s
@@ -119,6 +124,31 @@ def test_a_qsub_that_answers_late_is_not_submitted_twice(pbs, tmp_path: Path) ->
     assert len(list((pbs.home / "jobs").glob("*.json"))) == 1  # one job ever reached the server
     assert sorted(executions(tmp_path).values()) == [1]
     assert sql(tmp_path, "SELECT status FROM runs") == [{"status": "finished"}]
+
+
+def test_an_intent_is_never_handed_back_while_the_server_cannot_be_asked(pbs, tmp_path: Path) -> None:
+    """qsub reaches the server but answers after orch gave up on it (the intent stays, the job
+    runs); past the grace the server is down: `orch status` must not hand the run back to be
+    submitted again, and says why; once the server answers, the job is found and ran once."""
+    wrap_qsub(pbs, '# Submits, then stays silent past orch\'s timeout.\n{real} "$@"\nsleep 5\n')
+    make_site(tmp_path)
+    sweep = write(tmp_path / "silent.yaml", sweep_text("silent", 1))
+    env = {"ORCH_SUBMIT_GRACE_S": "3"}  # the qsub timeout follows: 1.5 s
+    orch(tmp_path, "plan", str(sweep), check=True, env=env)
+    orch(tmp_path, "submit", "--sweep", "silent", check=True, env=env)
+    assert sql(tmp_path, "SELECT count(*) AS n FROM attempts WHERE job_id IS NULL") == [{"n": 1}]
+    (pbs.home / "down").touch()  # every client call fails with errno 15010
+    time.sleep(3.5)  # past the grace
+    proc = orch(tmp_path, "status", "--sweep", "silent", check=True, env=env)
+    assert "1 run(s) stay 'submitting'" in proc.stderr and "Traceback" not in proc.stderr
+    rows = sql(tmp_path, "SELECT r.status, a.job_id, a.reason FROM runs r JOIN attempts a ON a.run_id = r.id")
+    assert [(r["status"], r["job_id"]) for r in rows] == [("submitting", None)], rows
+    assert "qstat could not say" in rows[0]["reason"], rows
+    (pbs.home / "down").unlink()
+    orch(tmp_path, "status", "--sweep", "silent", "--watch", "--interval", "0.3", check=True, env=env)
+    assert sql(tmp_path, "SELECT status FROM runs") == [{"status": "finished"}]
+    assert len(list((pbs.home / "jobs").glob("*.json"))) == 1  # one job ever reached the server
+    assert sorted(executions(tmp_path).values()) == [1]
 
 
 def test_submit_grace_outlasts_the_submit_commands(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,9 +213,7 @@ def test_a_long_submit_keeps_its_intents_while_status_runs(pbs, tmp_path: Path) 
     on a loaded machine): the last intents wait longer than the 24 s grace for their qsub. An
     `orch status` meanwhile must not hand them back to `planned` (the grace also runs from the
     last qsub started)."""
-    real = pbs.bin / "qsub-real"
-    (pbs.bin / "qsub").rename(real)
-    write(pbs.bin / "qsub", f"#!/bin/sh\nsleep 5\nexec {real} \"$@\"\n").chmod(0o755)
+    wrap_qsub(pbs, 'sleep 5\nexec {real} "$@"\n')
     make_site(tmp_path, array_size=1)  # six plain jobs, six qsubs in a row
     sweep = write(tmp_path / "slow.yaml", sweep_text("slow", 6))
     env = {"ORCH_SUBMIT_GRACE_S": "24"}

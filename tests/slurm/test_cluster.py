@@ -9,6 +9,7 @@ the slowest, is last.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -201,6 +202,50 @@ def test_array_of_five_runs_each_own_script(cluster, jobs, slurm_root, new_reque
     found = ex.find_by_name([r.job_name for r in reqs] + [f"orch-never-{tag}-a1"])
     assert found == {r.job_name: jid for r, jid in zip(reqs, ids)}
     assert ex.calls["sacct"] == calls_before + 1
+
+
+def test_a_name_in_two_array_manifests_finds_the_array_slurm_has(cluster, slurm_root, new_request):
+    """An array whose sbatch never reached Slurm left its manifest; its runs then went in a smaller
+    array that did. Repair finds each run's job in the array Slurm knows, whichever manifest the
+    folder lists first (the stale one is made to sort last)."""
+    root = slurm_root / "twomanifests"
+    tag = uuid.uuid4().hex[:8]
+    reqs = [new_request(root, f"two{i}-{tag}", "true", ["--time=00:01:00"], shape_key="s") for i in range(2)]
+    ex = SlurmExecutor(root / "sched")
+    ids = ex.submit(reqs)
+    assert all(ids), ex.submit_errors
+    stale = root / "sched" / "arrays" / "ffffffffffffffff.names"
+    stale.write_text("\n".join([f"orch-gone-{tag}-a1", *(r.job_name for r in reversed(reqs))]) + "\n")
+    want = dict(zip([r.job_name for r in reqs], ids))
+    deadline = time.monotonic() + 20
+    while True:  # a just-submitted array can miss one answer (accounting lag); never a wrong id
+        found = SlurmExecutor(root / "sched").find_by_name([r.job_name for r in reqs])
+        assert all(want[name] == jid for name, jid in found.items()), (found, want)
+        if found == want or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert found == want
+
+
+def test_find_by_name_raises_when_slurm_cannot_be_asked(cluster, slurm_root, new_request, tmp_path, monkeypatch):
+    """"Not found" hands a run back to be submitted again: it must mean Slurm was asked and does not
+    know the job. A failed sacct, or a failed squeue for names sacct lacks, raises instead."""
+    from orchestrator.executors.slurm import SlurmError
+
+    ex = SlurmExecutor(slurm_root / "raise" / "sched")
+    (tmp_path / "sacct").write_text("#!/bin/sh\necho 'sacct: error: Problem talking to the database' >&2\nexit 1\n")
+    (tmp_path / "squeue").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Socket timed out' >&2\nexit 1\n")
+    for stub in ("sacct", "squeue"):
+        (tmp_path / stub).chmod(0o755)
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{tmp_path}:{path}")
+    with pytest.raises(SlurmError, match="sacct could not say.*Problem talking to the database"):
+        ex.find_by_name(["orch-nobody-a1"])
+    (tmp_path / "sacct").unlink()  # sacct answers (it does not know the name); squeue still fails
+    with pytest.raises(SlurmError, match="squeue could not say.*Socket timed out"):
+        ex.find_by_name(["orch-nobody-a1"])
+    monkeypatch.setenv("PATH", path)
+    assert ex.find_by_name(["orch-nobody-a1"]) == {}  # asked, and unknown: the only "not found"
 
 
 def test_max_array_size_splits_and_max_queued_jobs_limits(cluster, jobs, slurm_root, new_request, follow):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -147,11 +148,107 @@ def test_sigkill_during_submit_never_loses_or_duplicates_a_run(trivial) -> None:
             assert run["attempts"] == 1 and run["jobs"] == 1, (trial, run)
     # Every run's program ran exactly once: nothing lost, nothing run twice.
     final = json.loads(trivial("status", "--watch", "--interval", "2", "--json", check=True).stdout)
-    assert set(final["counts"]) == {"finished"}
+    failed = sql(trivial, "SELECT r.sweep, a.job_id, a.failure_class, a.exit_code, a.reason FROM attempts a "
+                          "JOIN runs r ON r.id = a.run_id WHERE a.state != 'completed'")
+    assert set(final["counts"]) == {"finished"}, failed
     for trial in range(20):
         for run in sql(trivial, f"SELECT id, run_dir FROM runs WHERE sweep = 'kill{trial}'"):
             executions = (Path(run["run_dir"]) / "executions.log").read_text().split()
             assert len(executions) == 1, (trial, run["id"], executions)
+
+
+def _stub(folder: Path, name: str, body: str) -> None:
+    """A command of that name in ``folder``, put before Slurm's own on PATH."""
+    write(folder / name, "#!/bin/bash\n" + body + "\n").chmod(0o755)
+
+
+def _path(folder: Path) -> dict[str, str]:
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+
+
+def test_an_intent_is_never_handed_back_while_slurm_cannot_be_asked(trivial) -> None:
+    """sbatch reaches the controller but answers after orch gave up on it (the intents stay, their
+    jobs run); past the grace, sacct and squeue fail: `orch status` must not hand the runs back
+    to be submitted again (their jobs exist), and says why; once Slurm answers it finds the jobs,
+    and each run's program ran once."""
+    late, down = trivial.workdir / "late-bin", trivial.workdir / "down-bin"
+    _stub(late, "sbatch", f'{shutil.which("sbatch")} "$@"\nexec sleep 60')  # submitted, then silent
+    _stub(down, "sacct", 'echo "sacct: error: Problem talking to the database: Connection refused" >&2; exit 1')
+    _stub(down, "squeue", 'echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1')
+    sweep = write(trivial.workdir / "late.yaml", sweep_text("late", 2))
+    trivial("plan", str(sweep), check=True)
+    trivial("submit", "--sweep", "late", check=True, env=_path(late))  # timed out after 4 s: uncertain
+    assert sql(trivial, "SELECT count(*) AS n FROM attempts WHERE job_id IS NULL") == [{"n": 2}]
+    time.sleep(9)  # past the 8 s grace
+    proc = trivial("status", "--sweep", "late", check=True, env=_path(down))
+    assert "2 run(s) stay 'submitting'" in proc.stderr and "Traceback" not in proc.stderr
+    rows = sql(trivial, "SELECT r.status, a.job_id, a.reason FROM runs r JOIN attempts a ON a.run_id = r.id")
+    assert [(r["status"], r["job_id"]) for r in rows] == [("submitting", None)] * 2, rows
+    assert all("sacct could not say" in r["reason"] for r in rows), rows
+    final = json.loads(trivial("status", "--sweep", "late", "--watch", "--interval", "1", "--json",
+                               check=True).stdout)
+    assert final["counts"] == {"finished": 2}
+    for run in sql(trivial, "SELECT run_dir FROM runs WHERE sweep = 'late'"):
+        assert len((Path(run["run_dir"]) / "executions.log").read_text().split()) == 1
+
+
+def test_a_job_of_an_earlier_campaign_is_never_adopted(trivial) -> None:
+    """The same sweep ran before in another ORCH_HOME (run ids are content hashes: the same runs,
+    the same attempt numbers), and Slurm's accounting keeps those jobs. Now a submit is
+    interrupted before its sbatch reaches Slurm: repair must not take the earlier campaign's
+    finished job for this attempt's (a job long ended, no metrics in this run directory: the run
+    failed), but hand the run back, submit it again and run it once."""
+    sweep = write(trivial.workdir / "again.yaml", sweep_text("again", 2))
+    before = {"ORCH_HOME": str(trivial.workdir / "before")}
+    trivial("plan", str(sweep), check=True, env=before)
+    trivial("submit", check=True, env=before)
+    assert json.loads(trivial("status", "--watch", "--interval", "1", "--json", check=True,
+                              env=before).stdout)["counts"] == {"finished": 2}
+    earlier = {r["job_id"] for r in json.loads(trivial("sql", "-f", "json", "SELECT job_id FROM attempts",
+                                                       check=True, env=before).stdout)}
+    lost = trivial.workdir / "lost-bin"
+    _stub(lost, "sbatch", "exec sleep 60")  # never reaches the controller; given up on after 4 s
+    trivial("plan", str(sweep), check=True)
+    trivial("submit", "--sweep", "again", check=True, env=_path(lost))
+    time.sleep(9)  # past the 8 s grace
+    trivial("status", check=True)  # repair: not found under this attempt's name, handed back
+    assert sql(trivial, "SELECT status FROM runs") == [{"status": "planned"}] * 2
+    trivial("submit", check=True)
+    final = json.loads(trivial("status", "--watch", "--interval", "1", "--json", check=True).stdout)
+    assert final["counts"] == {"finished": 2}, sql(trivial, "SELECT * FROM attempts")
+    jobs = {r["job_id"] for r in sql(trivial, "SELECT job_id FROM attempts")}
+    assert len(jobs) == 2 and not jobs & earlier, (jobs, earlier)
+    for run in sql(trivial, "SELECT run_dir FROM runs"):
+        assert len((Path(run["run_dir"]) / "executions.log").read_text().split()) == 1
+
+
+def test_a_long_submit_keeps_its_intents_while_status_runs(trivial) -> None:
+    """One `orch submit` of six plain jobs whose sbatch calls take 2 s each (under the 4 s timeout):
+    the last intents wait longer than the 8 s grace for their sbatch. An `orch status` meanwhile
+    must not hand them back to `planned`: the grace also runs from the last sbatch started."""
+    slow = trivial.workdir / "slow-bin"
+    _stub(slow, "sbatch", f'sleep 2\nexec {shutil.which("sbatch")} "$@"')
+    site = trivial.workdir / "sites" / "trivial.yaml"
+    site.write_text(site.read_text().replace("max_array_size: 1000", "max_array_size: 1"))
+    sweep = write(trivial.workdir / "slow.yaml", sweep_text("slow", 6))
+    trivial("plan", str(sweep), check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
+    env.update({"ORCH_SITES_PATH": str(trivial.workdir / "sites"), "ORCH_SUBMIT_GRACE_S": "8", **_path(slow)})
+    submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", "slow"],
+                              cwd=trivial.workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started, statuses = time.time(), 0
+    while submit.poll() is None:
+        if time.time() - started > 8.5:
+            trivial("status", "--sweep", "slow", check=True)
+            statuses += 1
+        time.sleep(0.3)
+    assert submit.returncode == 0 and statuses > 0  # six sbatch calls of 2 s outlast the grace
+    trivial("status", "--sweep", "slow", "--watch", "--interval", "1", check=True)
+    runs = sql(trivial, "SELECT r.status, count(a.id) AS attempts FROM runs r JOIN attempts a ON a.run_id = r.id "
+                        "WHERE r.sweep = 'slow' GROUP BY r.id, r.status")
+    assert runs == [{"status": "finished", "attempts": 1}] * 6, runs
+    for run in sql(trivial, "SELECT run_dir FROM runs WHERE sweep = 'slow'"):
+        assert len((Path(run["run_dir"]) / "executions.log").read_text().split()) == 1
 
 
 def test_restarting_slurmctld_while_watching_fails_no_run(trivial) -> None:

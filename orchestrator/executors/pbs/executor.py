@@ -46,7 +46,6 @@ from orchestrator.executors.pbs.qstat import (FINISHED_STATES, RC_JOB_FINISHED, 
                                               salvage_qstat_json)
 
 ONE_OPERAND_FLAG = "qstat-one-operand"  # in the executor folder: this server's qstat drops operands
-QSUB_STARTED = "qsub-started"  # in the executor folder: touched as each qsub starts
 
 # ======================================================================================
 # Batch-script directives and the wrapper
@@ -168,6 +167,7 @@ class OrchPbsExecutor(BatchExecutor):
     """orch's executor for PBS Pro sites."""
 
     scheduler = "pbs"
+    submit_marker = "qsub-started"  # touched as each qsub starts (the name state folders already use)
 
     def __init__(self, folder: Path, options: dict[str, Any] | None = None) -> None:
         super().__init__(Path(folder).resolve(), options)
@@ -232,7 +232,7 @@ class OrchPbsExecutor(BatchExecutor):
         args = [*[str(a) for a in self.options.get("qsub_args", [])], "-N", name,
                 "-o", str(logs / f"{name}{suffix}.out"), "-e", str(logs / f"{name}{suffix}.err")]
         self._count("qsub")
-        (self.folder / QSUB_STARTED).touch()  # see submit_activity
+        self._mark_submit_started()  # see submit_activity
         try:
             job_id = self._ex().submit_script(text, args, array_size=len(reqs) if array else None)
         except Exception as exc:  # FailedJobError carries qsub's stderr
@@ -249,16 +249,6 @@ class OrchPbsExecutor(BatchExecutor):
             return [job_id]
         parent = parse_job_id(job_id)
         return [str(parent.subjob(i)) for i in range(len(reqs))]
-
-    def submit_activity(self) -> datetime | None:
-        """When a qsub last started from this folder, by any orch process. One ``orch submit``
-        writes the intents of a whole site first and then runs one qsub per array: an intent
-        can wait for its qsub far longer than one qsub's timeout. ``orchestrator.follow``
-        measures the submit grace from this time as well as from the intent's."""
-        try:
-            return datetime.fromtimestamp((self.folder / QSUB_STARTED).stat().st_mtime, timezone.utc)
-        except OSError:
-            return None
 
     # -- query ----------------------------------------------------------------------------
 
@@ -396,22 +386,32 @@ class OrchPbsExecutor(BatchExecutor):
     def find_by_name(self, job_names: list[str]) -> dict[str, str]:
         """Ids of jobs submitted under these names, from ONE ``qstat -x -f -F json`` (every job
         the server keeps); array members through the manifests written before qsub. When a
-        name was submitted twice, the newest job wins."""
+        name was submitted twice, the newest job wins (a name in two manifests: the newest job of
+        either array).
+
+        A name missing from the answer is one the server was asked about and does not know. A
+        ``qstat`` that failed raises :class:`PbsError` instead: "not found" would hand the run
+        back to be submitted again while its job may be running.
+        """
         if not job_names:
             return {}
         wanted = set(job_names)
-        members: dict[str, tuple[str, int]] = {}
+        members: dict[str, list[tuple[str, int]]] = {}
         adir = self.folder / "arrays"
         if adir.is_dir():
-            for manifest in adir.glob("*.names"):
+            for manifest in sorted(adir.glob("*.names")):
                 try:
                     names = manifest.read_text().splitlines()
                 except OSError:
                     continue
                 for i, name in enumerate(names):
                     if name in wanted:
-                        members[name] = (f"orch-array-{manifest.stem}", i)
+                        members.setdefault(name, []).append((f"orch-array-{manifest.stem}", i))
         cp = self._cmd(["qstat", "-x", "-f", "-F", "json"])
+        if cp.returncode != 0:
+            said = (cp.stderr or cp.stdout or "").strip()
+            raise PbsError("qstat could not say which jobs reached PBS: "
+                           + (said.splitlines()[0] if said else f"exit {cp.returncode}"))
         try:
             jobs = parse_qstat_json(cp.stdout or "")
         except ValueError:
@@ -430,9 +430,10 @@ class OrchPbsExecutor(BatchExecutor):
         out: dict[str, str] = {}
         for name in job_names:
             if name in members:
-                array_name, index = members[name]
-                if array_name in newest:
-                    out[name] = str(newest[array_name].subjob(index))
+                tasks = [(newest[arr].seq, str(newest[arr].subjob(index))) for arr, index in members[name]
+                         if arr in newest]
+                if tasks:
+                    out[name] = max(tasks)[1]
             elif name in newest:
                 out[name] = str(newest[name])
         return out
