@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import enum
 import os
-from datetime import datetime, timezone
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
