@@ -10,12 +10,13 @@ drive it.
 from __future__ import annotations
 
 import enum
+import hashlib
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 
 class JobState(str, enum.Enum):
@@ -184,6 +185,41 @@ class BatchExecutor(Executor):
             return datetime.fromtimestamp((self.folder / self.submit_marker).stat().st_mtime, timezone.utc)
         except OSError:
             return None
+
+    # -- array manifests: which job names an array holds, on disk before its submit command --
+
+    def _arrays_dir(self) -> Path:
+        return self.folder / "arrays"
+
+    def _write_array_manifest(self, names: Sequence[str]) -> str:
+        """Write the array's job names (task i runs names[i]) and return the array's job name,
+        ``orch-array-<digest of the names>``. The names go to disk before the submit command:
+        after a crash, :meth:`_array_members` maps them to the array's tasks."""
+        digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:16]
+        manifest = self._arrays_dir() / f"{digest}.names"
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = manifest.with_suffix(".tmp")
+        tmp.write_text("\n".join(names) + "\n")
+        os.replace(tmp, manifest)
+        return f"orch-array-{digest}"
+
+    def _array_members(self, wanted: set[str]) -> dict[str, list[tuple[str, int]]]:
+        """job name -> every (array job name, task index) whose manifest lists it. A name can be in
+        two manifests (an array that never reached the scheduler, then one that did): the caller
+        asks about every array and takes the newest job among those the scheduler knows."""
+        found: dict[str, list[tuple[str, int]]] = {}
+        adir = self._arrays_dir()
+        if not adir.is_dir():
+            return found
+        for manifest in sorted(adir.glob("*.names")):
+            try:
+                names = manifest.read_text().splitlines()
+            except OSError:
+                continue
+            for i, name in enumerate(names):
+                if name in wanted:
+                    found.setdefault(name, []).append((f"orch-array-{manifest.stem}", i))
+        return found
 
     @abstractmethod
     def queued_count(self) -> int:

@@ -37,7 +37,6 @@ and unit-tested on captured text.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 import re
@@ -537,10 +536,6 @@ def is_transient_sbatch_error(message: str) -> bool:
     return any(t in low for t in _TRANSIENT)
 
 
-def _digest(names: Sequence[str]) -> str:
-    return hashlib.sha1("\n".join(names).encode()).hexdigest()[:16]
-
-
 def _clean_env() -> dict[str, str]:
     """The environment without the variables of a Slurm job we may be running inside (#1782)."""
     keep = {"SLURM_CONF"}
@@ -641,9 +636,6 @@ class SlurmExecutor(BatchExecutor):
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess([name, *args], 124, "", f"{name} timed out after {timeout}s")
 
-    def _arrays_dir(self) -> Path:
-        return self.folder / "arrays"
-
     def queued_count(self) -> int:
         """Jobs of this user the scheduler holds now (pending or running; array tasks one each)."""
         cp = self._cmd("squeue", ["-h", "-r", "--me", "-o", "%i"])
@@ -703,21 +695,14 @@ class SlurmExecutor(BatchExecutor):
         texts = self._read_scripts(reqs)
         if texts is None:
             return [None] * len(reqs)
-        digest = _digest(names)
-        array_name = f"orch-array-{digest}"
+        array_name = self._write_array_manifest(names)  # before sbatch: find_by_name reads it after a crash
+        digest = array_name.removeprefix("orch-array-")
         n = len(reqs)
         spec = f"0-{n - 1}"
         par = self.options.get("array_parallelism")
         if par:
             spec += f"%{max(1, min(int(par), n))}"
-        adir = self._arrays_dir()
-        adir.mkdir(parents=True, exist_ok=True)
-        # The names go to disk before sbatch: find_by_name reads them after a crash.
-        manifest = adir / f"{digest}.names"
-        tmp = manifest.with_suffix(".tmp")
-        tmp.write_text("\n".join(names) + "\n")
-        os.replace(tmp, manifest)
-        text = array_wrapper_text(reqs, texts, spec, array_name, adir)
+        text = array_wrapper_text(reqs, texts, spec, array_name, self._arrays_dir())
         d = parse_directives(texts[0])
         args = [f"--comment=orch array={digest} runs={n} first={reqs[0].run_id}"]
         args += self._extra_args(reqs[0], d)
@@ -775,24 +760,6 @@ class SlurmExecutor(BatchExecutor):
                 raise SlurmError("scancel failed: " + "; ".join(bad))
 
     # -- repair -------------------------------------------------------------------------
-
-    def _array_members(self, wanted: set[str]) -> dict[str, list[tuple[str, int]]]:
-        """job name -> every (array job name, task index) whose manifest lists it. A name can be in
-        two manifests (an array that never reached Slurm, then a smaller one that did): every
-        array is asked for, and the newest job among those Slurm knows wins."""
-        found: dict[str, list[tuple[str, int]]] = {}
-        adir = self._arrays_dir()
-        if not adir.is_dir():
-            return found
-        for manifest in sorted(adir.glob("*.names")):
-            try:
-                names = manifest.read_text().splitlines()
-            except OSError:
-                continue
-            for i, name in enumerate(names):
-                if name in wanted:
-                    found.setdefault(name, []).append((f"orch-array-{manifest.stem}", i))
-        return found
 
     def find_by_name(self, job_names: list[str]) -> dict[str, str]:
         """Ids of jobs submitted under these names: ONE ``sacct --name`` call, and one

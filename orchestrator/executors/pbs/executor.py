@@ -30,7 +30,6 @@ Options (``options`` dict, from the profile's ``executor:``):
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import subprocess
@@ -159,10 +158,6 @@ def wrapper_text(requests: Sequence[JobRequest], texts: Sequence[str], folder: P
     return "\n".join(lines) + "\n"
 
 
-def _digest(names: Sequence[str]) -> str:
-    return hashlib.sha1("\n".join(names).encode()).hexdigest()[:16]
-
-
 class OrchPbsExecutor(BatchExecutor):
     """orch's executor for PBS Pro sites."""
 
@@ -212,15 +207,8 @@ class OrchPbsExecutor(BatchExecutor):
         if texts is None:
             return [None] * len(reqs)
         array = len(reqs) >= 2
-        digest = _digest(names)
         if array:
-            name = f"orch-array-{digest}"
-            manifest = self.folder / "arrays" / f"{digest}.names"
-            manifest.parent.mkdir(parents=True, exist_ok=True)
-            # The names go to disk before qsub: find_by_name reads them after a crash.
-            tmp = manifest.with_suffix(".tmp")
-            tmp.write_text("\n".join(names) + "\n")
-            os.replace(tmp, manifest)
+            name = self._write_array_manifest(names)  # before qsub: find_by_name reads it after a crash
             title = f"orch job array {name}: {len(reqs)} rendered scripts of one shape (index i runs script i)"
         else:
             name = reqs[0].job_name
@@ -395,18 +383,7 @@ class OrchPbsExecutor(BatchExecutor):
         """
         if not job_names:
             return {}
-        wanted = set(job_names)
-        members: dict[str, list[tuple[str, int]]] = {}
-        adir = self.folder / "arrays"
-        if adir.is_dir():
-            for manifest in sorted(adir.glob("*.names")):
-                try:
-                    names = manifest.read_text().splitlines()
-                except OSError:
-                    continue
-                for i, name in enumerate(names):
-                    if name in wanted:
-                        members.setdefault(name, []).append((f"orch-array-{manifest.stem}", i))
+        members = self._array_members(set(job_names))
         cp = self._cmd(["qstat", "-x", "-f", "-F", "json"])
         if cp.returncode != 0:
             said = (cp.stderr or cp.stdout or "").strip()
