@@ -93,8 +93,7 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
             continue
         # A submitter may still be working through a site's intents (one submit command per array):
         # the grace also runs from the last submit command started there, where the executor says.
-        activity = getattr(executor, "submit_activity", None)
-        last_submit = activity() if callable(activity) else None
+        last_submit = executor.submit_activity()
         for attempt in attempts:
             job_id = found.get(attempt.job_name)
             if job_id:

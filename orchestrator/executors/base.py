@@ -119,8 +119,13 @@ class Executor(ABC):
         """Ask the scheduler to stop these jobs."""
 
     def find_by_name(self, job_names: list[str]) -> dict[str, str]:
-        """Job ids of jobs submitted under these names (repairs an interrupted submit)."""
+        """Job ids of jobs submitted under these names (repairs an interrupted submit). Raises
+        SchedulerError when the scheduler could not be asked: a missing name means "not known"."""
         return {}
+
+    def submit_activity(self) -> datetime | None:
+        """When a submit command last started for this site (None: not tracked)."""
+        return None
 
 
 # Built-in executors, imported on first use (submitit and friends cost start-up time that
