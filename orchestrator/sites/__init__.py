@@ -1,0 +1,1 @@
+"""Sites: the profiles (YAML), their launchers and vendor runners, and the sandbox Slurm cluster with its site twins."""
