@@ -65,7 +65,7 @@ experiments:
 
 def orch(*args: str, cwd: Path, check: bool = True) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=cwd, env=env, capture_output=True,
                           text=True)
     if proc.returncode and not check:  # `orch run` exits 1 when a run failed: the others still count
         print(f"note: orch {args[0]} exited {proc.returncode}: a run failed; calibration uses the completed ones")
@@ -102,9 +102,9 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     os.chdir(work)
     from orchestrator import paths
-    from orchestrator.db.engine import open_engine
-    from orchestrator.perfmodel.calibration import efficiency_for, mean_abs_error
-    from orchestrator.calibrate import samples_by_site
+    from orchestrator.results.db.engine import open_engine
+    from orchestrator.predict.perfmodel.calibration import efficiency_for, mean_abs_error
+    from orchestrator.predict.calibrate import samples_by_site
 
     engine = open_engine(paths.default_db_url())
     for target, (machine, samples) in samples_by_site(engine, sweep="calib-b").items():

@@ -29,11 +29,11 @@ import sqlalchemy as sa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.db import results  # noqa: E402
-from orchestrator.db.results import record_results  # noqa: E402
-from orchestrator.db.engine import open_database  # noqa: E402
-from orchestrator.db.models import Attempt, Run, SweepRecord  # noqa: E402
-from orchestrator.ingest import EnvironmentCache, collect, gc_paused, load_metrics  # noqa: E402
+from orchestrator.results.db import results  # noqa: E402
+from orchestrator.results.db.results import record_results  # noqa: E402
+from orchestrator.results.db.engine import open_database  # noqa: E402
+from orchestrator.results.db.models import Attempt, Run, SweepRecord  # noqa: E402
+from orchestrator.results.ingest import EnvironmentCache, collect, gc_paused, load_metrics  # noqa: E402
 
 # The comparison every study table starts from: by workload, precision and device count.
 GROUPED = ("SELECT workload, precision, devices, COUNT(*) AS n, AVG(tflops) AS tflops "
@@ -171,9 +171,9 @@ def bench(url: str, rows: int, ingest_rows: int, workdir: Path) -> dict[str, flo
         other_s = timed(lambda: session.execute(sa.text(GROUPED_OTHER)).all())
         scaling_s = timed(lambda: session.execute(sa.text(SCALING)).all(), repeats=1)
     env = {**os.environ, "ORCH_DB_URL": url}
-    status_s = timed(lambda: subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", "--json"],
+    status_s = timed(lambda: subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "status", "--json"],
                                             cwd=workdir, env=env, check=True, capture_output=True))
-    startup_s = timed(lambda: subprocess.run([sys.executable, "-m", "orchestrator.cli", "--version"],
+    startup_s = timed(lambda: subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "--version"],
                                              cwd=workdir, env=env, check=True, capture_output=True))
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:

@@ -254,7 +254,7 @@ def _child_plan(path: Path, scratch: Path, out: Path) -> None:
     os.dup2(fd, 2)
     code = 0
     try:
-        from orchestrator import cli
+        from orchestrator.cli import app as cli
 
         sys.argv = ["orch", "plan", str(path), "--dry-run", "--json"]
         cli.main()
@@ -298,9 +298,9 @@ def _run_limited(path: Path, scratch: Path, time_limit: float, memory_limit: int
 
 def mutation_trials(count: int, seed: int, time_limit: float, memory_limit: int, workers: int,
                     workdir: Path) -> MutationFigures:
-    from orchestrator import cli  # noqa: F401 - warm: every child starts with orch imported
-    from orchestrator.plan import plan_sweep
-    from orchestrator.sweep import parse_sweep
+    from orchestrator.cli import app as cli  # noqa: F401 - warm: every child starts with orch imported
+    from orchestrator.plan.record import plan_sweep
+    from orchestrator.plan.sweep import parse_sweep
 
     plan_sweep(parse_sweep(REPO / "examples" / "quickstart.yaml"), workdir / "warm")
     os.environ["ORCH_HOME"] = str(workdir / "orch-home")
@@ -514,9 +514,9 @@ def _with(data: dict, path: tuple, value: str) -> dict:
 
 def injection_trials(workdir: Path) -> InjectionFigures:
     from orchestrator.errors import UserError
-    from orchestrator.plan import plan_sweep
-    from orchestrator.sites import load_site
-    from orchestrator.sweep import parse_sweep
+    from orchestrator.plan.record import plan_sweep
+    from orchestrator.sites.profiles import load_site
+    from orchestrator.plan.sweep import parse_sweep
 
     figures = InjectionFigures()
     canaries = workdir / "canaries"
@@ -598,7 +598,7 @@ def injection_trials(workdir: Path) -> InjectionFigures:
         home.mkdir()
         env = {**run_env, "ORCH_HOME": str(home / ".orch"), "ORCH_LOCAL_CORES": "2"}
         env.pop("ORCH_DB_URL", None)
-        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--sites-dir", str(sites_dir), "run",
+        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "--sites-dir", str(sites_dir), "run",
                                str(whole_path), "--interval", "0.3", "--json"], cwd=home, env=env,
                               capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
@@ -644,7 +644,7 @@ experiments:
 
 
 def _orch(args: list[str], cwd: Path, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -674,9 +674,9 @@ def kill_trials_local(trials: int, runs_per_trial: int, rng: random.Random, work
     back in seconds rather than minutes."""
     import sqlite3
 
-    from orchestrator.db.engine import open_database
-    from orchestrator.plan import plan_sweep, record_plan
-    from orchestrator.sweep import parse_sweep
+    from orchestrator.results.db.engine import open_database
+    from orchestrator.plan.record import plan_sweep, record_plan
+    from orchestrator.plan.sweep import parse_sweep
 
     figures = KillFigures("local")
     bin_dir = workdir / "bin"
@@ -722,9 +722,9 @@ def kill_trials_local(trials: int, runs_per_trial: int, rng: random.Random, work
         settled = False
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            subprocess.run([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", name], cwd=home, env=env,
+            subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "submit", "--sweep", name], cwd=home, env=env,
                            capture_output=True)
-            subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", "--watch", "--interval", "0.3",
+            subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "status", "--watch", "--interval", "0.3",
                             "--sweep", name], cwd=home, env=env, capture_output=True, timeout=1800)
             with sqlite3.connect(db_path, timeout=600) as db:
                 waiting = db.execute("SELECT count(*) FROM runs WHERE sweep = ? AND status IN "

@@ -7,7 +7,7 @@ Without arguments: every sweep in examples/, each in its own empty cache, and th
 For each sweep, in fresh processes of the real CLI (``orch plan --dry-run --json``), each in a
 temporary ORCH_HOME, prints wall and CPU seconds (user + system, start-up included) of:
 
-- ``formula``: ``ORCH_MEMORY_TRACE=0`` (workloads/memory.py's formulas, as before);
+- ``formula``: ``ORCH_MEMORY_TRACE=0`` (orchestrator/predict/memory.py's formulas, as before);
 - ``traced, cold``: an empty prediction cache: every distinct shape traced on fake tensors (side by
   side in ``$ORCH_TRACE_WORKERS`` processes, default one per core; CPU counts them all);
 - ``traced, warm``: the same again, every shape read from the disk cache (no torch import).
@@ -33,7 +33,7 @@ DEFAULT = sorted(str(p.relative_to(REPO)) for p in (REPO / "examples").glob("*.y
 def _plan(sweep: str, env: dict[str, str]) -> tuple[float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "plan", "--dry-run", "--json", sweep],
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "plan", "--dry-run", "--json", sweep],
                           cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 # lengths x 3 models x 2 = 17,280 GenSLM runs, and 5 sites x 2 x 2 x 4 x 3 x 4 x 3 repeats =
 # 2,880 GEMMs: 20,160 runs, about a quarter skipped (precision, capacity, predicted memory).
 # Both workloads predict memory by formula: gpt2's prediction traces the model on fake
-# tensors (workloads/predict_memory.py, cached per shape on disk), a cost of its own.
+# tensors (orchestrator/predict/memory_trace.py, cached per shape on disk), a cost of its own.
 SWEEP = """\
 name: bench-plan
 experiments:
@@ -87,8 +87,8 @@ def baseline_commit() -> str:
 
 def table_commit() -> str:
     """The commit before `orch plan` printed a summary for large plans (the old table per run)."""
-    added = git("log", "--format=%H", "-S", "from orchestrator.plansummary import", "--",
-                "orchestrator/cli.py").splitlines()
+    added = git("log", "--format=%H", "-S", "from orchestrator.cli.plansummary import", "--",
+                "orchestrator/cli/app.py").splitlines()
     return git("rev-parse", f"{added[-1]}^")
 
 
@@ -111,7 +111,7 @@ def run(tree: Path, home: Path, args: list[str], out: Path | None = None) -> tup
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with open(out or os.devnull, "w") as sink:
-        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=home.parent, env=env,
+        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=home.parent, env=env,
                               stdout=sink, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -137,8 +137,8 @@ def profile(top: int) -> None:
     import cProfile
     import pstats
 
-    from orchestrator.plan import plan_sweep
-    from orchestrator.sweep import parse_sweep
+    from orchestrator.plan.record import plan_sweep
+    from orchestrator.plan.sweep import parse_sweep
 
     with tempfile.TemporaryDirectory(prefix="orch-bench-plan-") as tmp:
         sweep = Path(tmp) / "sweep.yaml"

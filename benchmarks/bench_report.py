@@ -33,10 +33,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.bench_db import SITES, ingest  # noqa: E402
-from orchestrator.db import results  # noqa: E402
-from orchestrator.db.bulk import insert_rows  # noqa: E402
-from orchestrator.db.engine import open_database, open_engine  # noqa: E402
-from orchestrator.db.models import Attempt, Run, SweepRecord  # noqa: E402
+from orchestrator.results.db import results  # noqa: E402
+from orchestrator.results.db.bulk import insert_rows  # noqa: E402
+from orchestrator.results.db.engine import open_database, open_engine  # noqa: E402
+from orchestrator.results.db.models import Attempt, Run, SweepRecord  # noqa: E402
 
 WORKLOADS = ("gemm", "conv2d", "transformer_block", "gpt2")
 STRATEGIES = ("ddp", "fsdp-full", "zero2")
@@ -126,7 +126,7 @@ def main() -> None:
         env = {**os.environ, "ORCH_DB_URL": url}
         for form, target in (("page", "report.html"), ("directory", "report/")):
             t0, cpu0 = time.perf_counter(), _children_cpu()
-            proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", "-o", f"{work}/{target}"],
+            proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "report", "-o", f"{work}/{target}"],
                                   cwd=work, env=env, capture_output=True, text=True)
             wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
             assert proc.returncode == 0, proc.stderr
@@ -135,7 +135,7 @@ def main() -> None:
                   f"page {page.stat().st_size / 1e6:.2f} MB; "
                   f"{proc.stderr.splitlines()[0]}", flush=True)
 
-        from orchestrator.report import build_report
+        from orchestrator.results.report import build_report
 
         engine = open_engine(url)
         with engine.connect() as conn:

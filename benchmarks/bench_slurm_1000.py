@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from orchestrator import sandbox  # noqa: E402
-from orchestrator.executors.base import JobRequest, JobState  # noqa: E402
-from orchestrator.executors.slurm import SlurmExecutor  # noqa: E402
+from orchestrator.sites import sandbox  # noqa: E402
+from orchestrator.run.executors.base import JobRequest, JobState  # noqa: E402
+from orchestrator.run.executors.slurm import SlurmExecutor  # noqa: E402
 
 
 def make_requests(root: Path, runs: int, shapes: int) -> list[JobRequest]:

@@ -8,7 +8,7 @@ submits and follows it to the end with `orch status --watch`, and 4 s into the f
 scheduler is restarted:
 
 * slurm (the sandbox cluster, which must be up): slurmctld restarted
-  (``orchestrator.sandbox.restart_controller``);
+  (``orchestrator.sites.sandbox.restart_controller``);
 * pbs (the emulator): the server down (every client call fails with errno 15010, as after a
   qterm) for 8 s, then back with its history, under a 1 s lost-after grace;
 * local: no scheduler daemon to restart; the follower itself is killed (kill -9 of
@@ -75,7 +75,7 @@ class ClassFigures:
 
 def _orch(root: Path, env: dict, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     # A generous wall limit: the machine is shared and nice-19 processes may be paused for minutes.
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=root, env=env,
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -100,7 +100,7 @@ def _setup(scheduler: str, root: Path) -> tuple[dict, str, list[str]]:
         (sites / "trivial.yaml").write_text(SLURM_SITE.format(python=fake, sleep=0))
         return env, "trivial", tags
     if scheduler == "pbs":
-        from orchestrator.sitecheck import pbs_rehearsal_setup
+        from orchestrator.run.sitecheck import pbs_rehearsal_setup
         from tests.pbs.trivial import SITE as PBS_SITE
 
         pbs_rehearsal_setup(root)
@@ -121,7 +121,7 @@ def _setup(scheduler: str, root: Path) -> tuple[dict, str, list[str]]:
 def _restart(scheduler: str, root: Path, env: dict, watcher: subprocess.Popen) -> subprocess.Popen:
     """Restart the scheduler (or, on local, the follower); returns the follower to wait for."""
     if scheduler == "slurm":
-        from orchestrator import sandbox
+        from orchestrator.sites import sandbox
 
         sandbox.restart_controller()
     elif scheduler == "pbs":
@@ -132,7 +132,7 @@ def _restart(scheduler: str, root: Path, env: dict, watcher: subprocess.Popen) -
     else:
         watcher.send_signal(signal.SIGKILL)
         watcher.wait()
-        watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "status", "--watch", "--interval",
+        watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "status", "--watch", "--interval",
                                     "1", "--json"], cwd=root, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
     return watcher
@@ -154,7 +154,7 @@ def class_trials(scheduler: str, workdir: Path) -> ClassFigures:
         if cp.returncode != 0:
             raise RuntimeError(f"orch {args[0]} on {scheduler} failed: {cp.stdout}{cp.stderr}")
     cancel_id = _sql(root, env, "SELECT id FROM runs WHERE params LIKE '%cancel%'")[0]["id"]
-    watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "status", "--watch", "--interval", "1",
+    watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "status", "--watch", "--interval", "1",
                                 "--json"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     deadline = time.time() + 120  # cancel once it runs (or at the deadline, queued)

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.fault_trials import FaultFigures, count, killed, plan, print_figures, repair_and_finish  # noqa: E402
-from orchestrator.sitecheck import pbs_rehearsal_setup  # noqa: E402  (writes the emulator's qsub/qstat/qdel)
+from orchestrator.run.sitecheck import pbs_rehearsal_setup  # noqa: E402  (writes the emulator's qsub/qstat/qdel)
 from tests.pbs.trivial import make_site, sweep_text  # noqa: E402
 
 

@@ -39,7 +39,7 @@ PARALLEL = 3
 
 def _sandbox_ok() -> str | None:
     """None when the sandbox answers; otherwise why not (the trials do not bring it up)."""
-    from orchestrator import sandbox
+    from orchestrator.sites import sandbox
 
     st = sandbox.status()
     return None if st.ok else f"the sandbox Slurm cluster is not up ({'; '.join(st.problems)}): run `orch sandbox up`"

@@ -16,7 +16,7 @@ weights and gives its losses (tests/workloads/test_gpt2_layouts.py).
 
 What this does not do: load balancing of the causal work (the last slice attends to every
 key, the first to its own), overlap of the K/V exchange with compute (the time model prices it
-as exposed, as done here: orchestrator/perfmodel/transformer.py), or context parallel together
+as exposed, as done here: orchestrator/predict/perfmodel/transformer.py), or context parallel together
 with tp/pp.
 """
 

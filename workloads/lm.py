@@ -54,7 +54,7 @@ from workloads.harness import Refused, Session
 from workloads.harness.timing import rate, rate_figures
 from workloads.layouts import Layout
 from workloads.models.configs import GPTConfig, num_params
-from workloads.predict_memory import LiveBytes
+from orchestrator.predict.memory_trace import LiveBytes
 
 
 # Called once the trainer exists (e.g. to prune its weights); what it returns is called after
@@ -78,7 +78,7 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         raise Refused(f"--epochs needs a finite dataset (--data text or file:/path), not {source.name}")
 
     # peak_tensor_bytes (CPU): live tensor bytes from the model's construction through the second
-    # step, the figure workloads/predict_memory.py predicts (CUDA's max_memory_allocated without
+    # step, the figure orchestrator/predict/memory_trace.py predicts (CUDA's max_memory_allocated without
     # its rounding).
     tracking = contextlib.ExitStack()
     cpu = session.device.type == "cpu" and not getattr(args, "compile", False)  # no dispatch mode under compile

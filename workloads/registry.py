@@ -149,7 +149,7 @@ register(
 
 
 # --- DL primitives (DeepBench shapes; workloads/shapes.py) --------------------------------
-from workloads import memory as _memory  # noqa: E402  (pure Python, like this module)
+from orchestrator.predict import memory as _memory  # noqa: E402  (pure Python, like this module)
 from workloads.models import configs as _gpt_configs  # noqa: E402
 from workloads.models.configs import SIZES as _GPT_SIZES  # noqa: E402
 from workloads import layouts as _layouts  # noqa: E402  (pure Python)

@@ -1,6 +1,6 @@
 -- prediction_error (migration 0007): one row per completed result beside what orch predicted
 -- when it planned the run. Memory: the per-device peak of live tensor bytes predicted from the
--- program (workloads/predict_memory.py; the formula where torch was absent at plan time) against
+-- program (orchestrator/predict/memory_trace.py; the formula where torch was absent at plan time) against
 -- the measured peak: peak_tensor_bytes where the workload reports it (CPU: the same tracker on
 -- real tensors), else peak_mem_gb (CUDA/XPU max_memory_allocated). Neither side includes the
 -- device's fixed cost (context, NCCL buffers), which the plan-time memory check adds.

@@ -1,10 +1,10 @@
 -- prediction_error (migration 0008): one row per completed result beside what orch predicted
 -- when it planned the run. Memory: the per-device peak of live tensor bytes predicted from the
--- program (workloads/predict_memory.py; the formula where torch was absent at plan time) against
+-- program (orchestrator/predict/memory_trace.py; the formula where torch was absent at plan time) against
 -- the measured peak: peak_tensor_bytes where the workload reports it (CPU: the same tracker on
 -- real tensors), else peak_mem_gb (CUDA/XPU max_memory_allocated). Neither side includes the
 -- device's fixed cost (context, NCCL buffers), which the plan-time memory check adds.
--- Time (0008): the step time the time model predicted (orchestrator/perfmodel/) against the
+-- Time (0008): the step time the time model predicted (orchestrator/predict/perfmodel/) against the
 -- measured median step (step_time_p50_s; the mean step_time_s where no median was reported).
 CREATE VIEW prediction_error AS
 WITH m AS (

@@ -1,5 +1,5 @@
 -- results (as of migration 0003): the same columns as before, now read from result_rows,
--- which orch fills when an attempt ends (orchestrator/db/results.py).
+-- which orch fills when an attempt ends (orchestrator/results/db/results.py).
 CREATE VIEW results AS
 SELECT run_id, sweep, experiment, site, system, workload, status, failure_class, attempt, device_type,
        device_model, devices, nodes, precision, strategy, batch_size, seq_len, repeat, params,

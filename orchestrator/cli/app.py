@@ -19,14 +19,14 @@ import typer
 
 from orchestrator import __version__, paths
 from orchestrator.errors import UserError
-from orchestrator.output import console, err_console, print_json, print_rows, print_table, trace_progress
+from orchestrator.cli.output import console, err_console, print_json, print_rows, print_table, trace_progress
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlalchemy.orm import Session, sessionmaker
 
-    from orchestrator.plan import PlannedRun
-    from orchestrator.submit import Executors
+    from orchestrator.plan.record import PlannedRun
+    from orchestrator.run.submit import Executors
 
 # SQLAlchemy, the ORM, the executors and the stage modules are imported by the commands that use
 # them: `orch plan --dry-run` never touches the database and `orch status` with nothing in flight
@@ -44,13 +44,13 @@ app.add_typer(sites_app, name="sites")
 app.add_typer(workloads_app, name="workloads")
 app.add_typer(db_app, name="db")
 app.add_typer(sandbox_app, name="sandbox")
-# Reading results: reference figures and the glossary (orchestrator/cli_results.py).
-from orchestrator.cli_results import glossary as _glossary, references_app  # noqa: E402
+# Reading results: reference figures and the glossary (orchestrator/cli/results.py).
+from orchestrator.cli.results import glossary as _glossary, references_app  # noqa: E402
 
 app.add_typer(references_app, name="references")
 app.command("glossary")(_glossary)
-# The time model: best layout for a model on N devices (orchestrator/cli_predict.py).
-from orchestrator.cli_predict import calibrate as _calibrate, predict as _predict  # noqa: E402
+# The time model: best layout for a model on N devices (orchestrator/cli/predict.py).
+from orchestrator.cli.predict import calibrate as _calibrate, predict as _predict  # noqa: E402
 
 app.command("predict")(_predict)
 app.command("calibrate")(_calibrate)
@@ -70,7 +70,7 @@ class Context:
     def engine(self) -> "Engine":
         """The database, migrated to the newest schema on first use."""
         if self._engine is None:
-            from orchestrator.db.engine import open_engine
+            from orchestrator.results.db.engine import open_engine
 
             self._engine = open_engine(self.db_url)
         return self._engine
@@ -78,13 +78,13 @@ class Context:
     @property
     def sessions(self) -> "sessionmaker[Session]":
         if self._sessions is None:
-            from orchestrator.db.engine import session_factory
+            from orchestrator.results.db.engine import session_factory
 
             self._sessions = session_factory(self.engine)
         return self._sessions
 
     def executors(self) -> "Executors":
-        from orchestrator.submit import Executors
+        from orchestrator.run.submit import Executors
 
         return Executors(self.state_dir, self.sites_dirs)
 
@@ -116,16 +116,16 @@ def main_options(
 
 # ---------------------------------------------------------------- plan
 
-DEFAULT_MAX_RUNS = 50_000  # orchestrator.sweep.DEFAULT_MAX_RUNS (not imported: start-up time)
+DEFAULT_MAX_RUNS = 50_000  # orchestrator.plan.sweep.DEFAULT_MAX_RUNS (not imported: start-up time)
 
 def _sig(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.3g}")
 
 
 def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]]:
-    # mem_gb: predicted per-device peak of tensor memory (workloads/predict_memory.py; without the
+    # mem_gb: predicted per-device peak of tensor memory (orchestrator/predict/memory_trace.py; without the
     # device's fixed cost, which the memory check adds).
-    # step_s, run_s: the time model's predicted step and steps-of-the-run seconds (orchestrator/perfmodel/).
+    # step_s, run_s: the time model's predicted step and steps-of-the-run seconds (orchestrator/predict/perfmodel/).
     # mem_from: what mem_gb came from: trace (the program on fake tensors), trace+model (DeepSpeed:
     # its traced forward/backward and a calibrated model of its engine) or formula.
     columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "mem_gb", "mem_from",
@@ -178,9 +178,9 @@ shape costs up to a second or two once (and each tracing process a few seconds t
 comes from ~/.cache/orch/memory ($ORCH_MEMORY_CACHE). New shapes are traced side by side in \
 $ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses the formulas instead.
     """
-    from orchestrator.plan import plan_sweep, record_plan
-    from orchestrator.plansummary import SUMMARY_ABOVE, listing, summary
-    from orchestrator.sweep import parse_sweep
+    from orchestrator.plan.record import plan_sweep, record_plan
+    from orchestrator.cli.plansummary import SUMMARY_ABOVE, listing, summary
+    from orchestrator.plan.sweep import parse_sweep
 
     c = ctx_obj(ctx)
     loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
@@ -189,7 +189,7 @@ $ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses 
     new = 0 if dry_run else record_plan(c.sessions, loaded, plans)
     columns, rows = _plan_rows(plans)
     if as_json:
-        from orchestrator.plancost import campaign_cost
+        from orchestrator.plan.cost import campaign_cost
 
         print_json({"sweep": loaded.sweep.name, "new": new, "runs": [dict(zip(columns, r)) for r in rows],
                     "predicted": campaign_cost(plans).as_json(),
@@ -210,7 +210,7 @@ $ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses 
             if p.script:
                 console.rule(f"{p.spec.id}  {p.files.script}")
                 console.print(p.script, markup=False, highlight=False)
-    from orchestrator.plancost import campaign_cost
+    from orchestrator.plan.cost import campaign_cost
 
     for line in campaign_cost(plans).lines():
         console.print(line, markup=False, highlight=False)
@@ -231,9 +231,9 @@ def submit(
     as_json: JsonOpt = False,
 ) -> None:
     """Submit planned runs to their site's scheduler (each run exactly once)."""
-    from orchestrator.db.engine import redact
-    from orchestrator.db.state import state_counts
-    from orchestrator.submit import submit_runs
+    from orchestrator.results.db.engine import redact
+    from orchestrator.results.db.state import state_counts
+    from orchestrator.run.submit import submit_runs
 
     c = ctx_obj(ctx)
     if (site or sweep) and not state_counts(c.engine, sweep, site):
@@ -282,9 +282,9 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
     (``orch run``) so are planned runs a queue limit held back."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from orchestrator.db.state import state_counts
-    from orchestrator.follow import poll_once
-    from orchestrator.submit import submit_runs
+    from orchestrator.results.db.state import state_counts
+    from orchestrator.run.follow import poll_once
+    from orchestrator.run.submit import submit_runs
 
     waiting = ("submitting", "submitted", "running", "retry") + (("planned",) if submit_planned else ())
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -316,7 +316,7 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
 def _retry_ids(c: Context, sweep: str | None, site: str | None) -> list[str]:
     from sqlalchemy import select
 
-    from orchestrator.db.models import Run
+    from orchestrator.results.db.models import Run
 
     with c.sessions() as session:
         query = select(Run.id).where(Run.status == "retry")
@@ -340,7 +340,7 @@ def status(
 
     Nothing in flight (no job with a scheduler, no run waiting for a retry): no scheduler is asked.
     """
-    from orchestrator.db.state import needs_follow, state_counts
+    from orchestrator.results.db.state import needs_follow, state_counts
 
     c = ctx_obj(ctx)
     if needs_follow(c.engine, sweep, site):
@@ -365,7 +365,7 @@ def cancel(
     as_json: JsonOpt = False,
 ) -> None:
     """Cancel runs: active jobs are stopped by their scheduler, unsubmitted runs are dropped."""
-    from orchestrator.follow import cancel_runs
+    from orchestrator.run.follow import cancel_runs
 
     c = ctx_obj(ctx)
     if not (run_ids or sweep or site):
@@ -409,10 +409,10 @@ def run(
     name is refused (exit 2), and exit 1 when every run on it is skipped."""
     from sqlalchemy import text
 
-    from orchestrator.db.engine import redact
-    from orchestrator.plan import plan_sweep, record_plan
-    from orchestrator.submit import submit_runs
-    from orchestrator.sweep import parse_sweep
+    from orchestrator.results.db.engine import redact
+    from orchestrator.plan.record import plan_sweep, record_plan
+    from orchestrator.run.submit import submit_runs
+    from orchestrator.plan.sweep import parse_sweep
 
     c = ctx_obj(ctx)
     loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
@@ -470,7 +470,7 @@ def sql(
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
-    from orchestrator.db.engine import is_read_only_refusal, open_engine, session_factory
+    from orchestrator.results.db.engine import is_read_only_refusal, open_engine, session_factory
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format: expected table, csv or json, got {fmt!r}")
@@ -534,7 +534,7 @@ def export(
             import pyarrow.parquet as pq
         except ModuleNotFoundError:
             raise UserError("parquet export needs pyarrow: pip install 'orch[parquet]'") from None
-        from orchestrator.output import jsonable
+        from orchestrator.cli.output import jsonable
 
         table = pa.table({name: [jsonable(row[i]) for row in rows] for i, name in enumerate(columns)})
         assert output is not None
@@ -562,8 +562,8 @@ def report(
     sweep: Annotated[Optional[list[str]], typer.Option("--sweep", help="Only this sweep (repeatable).")] = None,
 ) -> None:
     """The studies' figures from the database: one HTML page that works offline, every mark linked to its run."""
-    from orchestrator.db.engine import redact
-    from orchestrator.report import build_report
+    from orchestrator.results.db.engine import redact
+    from orchestrator.results.report import build_report
 
     c = ctx_obj(ctx)
     directory = output.endswith(("/", os.sep)) or Path(output).is_dir()
@@ -579,7 +579,7 @@ def report(
 @sites_app.command("list")
 def sites_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Every site profile on the search path."""
-    from orchestrator.sites import available_sites, find_site_file, load_site
+    from orchestrator.sites.profiles import available_sites, find_site_file, load_site
 
     c = ctx_obj(ctx)
     rows = []
@@ -596,7 +596,7 @@ def sites_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def sites_show(ctx: typer.Context, site: Annotated[str, typer.Argument(help="site or site:system")],
                as_json: JsonOpt = False) -> None:
     """One site's profile, validated, with its systems' overrides applied when named."""
-    from orchestrator.sites import load_site
+    from orchestrator.sites.profiles import load_site
 
     profile = load_site(site, ctx_obj(ctx).sites_dirs)
     data = profile.model_dump(mode="json")
@@ -626,7 +626,7 @@ def sites_check(
     """
     import os
 
-    from orchestrator.sitecheck import check_site
+    from orchestrator.run.sitecheck import check_site
 
     c = ctx_obj(ctx)
     report = check_site(site, os.environ, c.sites_dirs, bring_up=not no_up,
@@ -664,7 +664,7 @@ def sites_rehearsal(
     A PBS site (no twin): [bold]source OUTPUT/pbs-env.sh[/bold] (the emulator, when no PBS server is here),
     then the same run; the command says what that proves and what it does not.
     """
-    from orchestrator.sitecheck import pbs_rehearsal_setup, rehearsal_profile
+    from orchestrator.run.sitecheck import pbs_rehearsal_setup, rehearsal_profile
 
     filename, text, changes = rehearsal_profile(site, ctx_obj(ctx).sites_dirs)
     output.mkdir(parents=True, exist_ok=True)
@@ -723,7 +723,7 @@ def workloads_show(name: str, as_json: JsonOpt = False) -> None:
 @db_app.command("upgrade")
 def db_upgrade(ctx: typer.Context) -> None:
     """Apply the database migrations (safe to repeat)."""
-    from orchestrator.db.engine import current_revision, make_engine, redact, upgrade
+    from orchestrator.results.db.engine import current_revision, make_engine, redact, upgrade
 
     c = ctx_obj(ctx)
     engine = make_engine(c.db_url)
@@ -732,7 +732,7 @@ def db_upgrade(ctx: typer.Context) -> None:
         upgrade(engine)  # one transaction: a migration that fails leaves the database as it was
         # A view dropped by hand (`orch sql --write "DROP VIEW results"`) comes back: the views
         # are re-created from the newest migration's SQL when any is missing.
-        from orchestrator.db.views import missing_views, recreate_views
+        from orchestrator.results.db.views import missing_views, recreate_views
 
         with engine.begin() as connection:
             restored = recreate_views(connection) if missing_views(connection) else []
@@ -750,7 +750,7 @@ def db_rebuild_results(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     changes nothing."""
     from rich.progress import Progress
 
-    from orchestrator.db.rebuild import rebuild_results
+    from orchestrator.results.db.rebuild import rebuild_results
 
     c = ctx_obj(ctx)
     with Progress(console=err_console, disable=as_json, transient=True) as bar:
@@ -765,7 +765,7 @@ def db_rebuild_results(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @db_app.command("url")
 def db_url(ctx: typer.Context) -> None:
     """The database orch would use here (password hidden)."""
-    from orchestrator.db.engine import redact
+    from orchestrator.results.db.engine import redact
 
     console.print(redact(ctx_obj(ctx).db_url))
 
@@ -789,7 +789,7 @@ def sandbox_up(
     """
     import os
 
-    from orchestrator import sandbox
+    from orchestrator.sites import sandbox
 
     _print_sandbox(sandbox.up(like=like, env=os.environ, force=force, sites_dirs=ctx_obj(ctx).sites_dirs), as_json)
 
@@ -797,7 +797,7 @@ def sandbox_up(
 @sandbox_app.command("down")
 def sandbox_down() -> None:
     """Stop the sandbox cluster's daemons."""
-    from orchestrator import sandbox
+    from orchestrator.sites import sandbox
 
     sandbox.down()
     console.print("sandbox stopped")
@@ -806,7 +806,7 @@ def sandbox_down() -> None:
 @sandbox_app.command("status")
 def sandbox_status(as_json: JsonOpt = False) -> None:
     """What of the sandbox cluster is running, and which site it is a twin of (twin; none: plain)."""
-    from orchestrator import sandbox
+    from orchestrator.sites import sandbox
 
     _print_sandbox(sandbox.status(), as_json)
 

@@ -97,7 +97,7 @@ def print_rows(columns: Sequence[str], rows: list[Sequence[Any]], fmt_name: str,
 
 
 def _workers() -> int:
-    from workloads import memory
+    from orchestrator.predict import memory
 
     try:
         return memory.trace_workers()
@@ -113,7 +113,7 @@ def trace_progress() -> Iterator[None]:
     plan of a campaign with many new shapes would otherwise sit silent for minutes. A terminal
     gets a spinner with the shape; a log gets one line before the first trace and one after.
     """
-    from workloads import memory
+    from orchestrator.predict import memory
 
     count = 0
     started = time.monotonic()

@@ -13,10 +13,10 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Sequence
 
-from orchestrator.output import fmt
+from orchestrator.cli.output import fmt
 
 if TYPE_CHECKING:
-    from orchestrator.plan import PlannedRun
+    from orchestrator.plan.record import PlannedRun
 
 SUMMARY_ABOVE = 50  # runs: more than this and `orch plan` prints a summary, not every row
 FIRST_ROWS = 8

@@ -1,5 +1,5 @@
-"""`orch predict` and `orch calibrate`: the time model's commands (orchestrator/perfmodel/).
-Registered on the main app by orchestrator/cli.py."""
+"""`orch predict` and `orch calibrate`: the time model's commands (orchestrator/predict/perfmodel/).
+Registered on the main app by orchestrator/cli/app.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from orchestrator.output import console, print_json, print_table
+from orchestrator.cli.output import console, print_json, print_table
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
 
@@ -42,7 +42,7 @@ def predict(
     prediction can be measured (its own layout check decides; below the table, the grid that
     runs the best one and why the others cannot; --json: gpt2_values / gpt2_refusal).
 
-    The model (orchestrator/perfmodel/): each op of a transformer layer is a roofline (FLOPs at
+    The model (orchestrator/predict/perfmodel/): each op of a transformer layer is a roofline (FLOPs at
     peak x matmul efficiency, bytes at bandwidth x memory efficiency, plus a launch cost);
     collectives are alpha-beta rings over a two-tier network (the site profile's `network`:
     NVLink/xGMI domain, then inter-node bandwidth per device). Overlap: data-parallel
@@ -53,8 +53,8 @@ def predict(
     Efficiency factors: per-device-type defaults, or those `orch calibrate` fitted. MFU uses
     6N + 12*L*h*s model FLOPs per token. Estimates to rank layouts, not promises.
     """
-    from orchestrator.predict import COLUMNS, footer, header
-    from orchestrator.predict import predict as run_predict
+    from orchestrator.predict.ranking import COLUMNS, footer, header
+    from orchestrator.predict.ranking import predict as run_predict
 
     c = _context(ctx)
     result = run_predict(model, devices, site, precision=precision, batch_size=batch_size, seq_len=seq_len,
@@ -89,7 +89,7 @@ def calibrate(
     that site's device. Prints the mean step-time error (|predicted - measured| / measured) of
     the runs before and after the fit.
     """
-    from orchestrator.calibrate import COLUMNS, calibrate as run_calibrate
+    from orchestrator.predict.calibrate import COLUMNS, calibrate as run_calibrate
 
     c = _context(ctx)
     fitted = run_calibrate(c.engine, sweep=sweep, site=site, sites_dirs=c.sites_dirs, state_dir=c.state_dir,

@@ -1,5 +1,5 @@
 """`orch references ...` and `orch glossary`: what results are checked against, and what every
-column means. Registered on the main app by orchestrator/cli.py."""
+column means. Registered on the main app by orchestrator/cli/app.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from orchestrator.errors import UserError
-from orchestrator.output import console, print_json, print_rows
+from orchestrator.cli.output import console, print_json, print_rows
 
 references_app = typer.Typer(no_args_is_help=True, help=(
     "Reference figures (a study's, a vendor's, an earlier sweep's) and the results measured against them: "
@@ -20,7 +20,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts in
 
 def _context(ctx: typer.Context) -> Any:
     # The main app's callback put orch's Context on the root; read it from there rather than by
-    # importing orchestrator.cli (under `python -m orchestrator.cli` that would be a second copy).
+    # importing orchestrator.cli.app (under `python -m orchestrator.cli.app` that would be a second copy).
     return ctx.find_root().obj
 
 
@@ -36,7 +36,7 @@ def references_load(
     Fields: workload and metric (required), value (> 0), source (required: where the figure
     comes from), tolerance (default 0.05: pass at >= 95%), and any of site, system,
     device_model, precision, devices, strategy, batch_size, seq_len, params (left out: any)."""
-    from orchestrator import references
+    from orchestrator.results import references
 
     specs = references.load_file(file)
     with _context(ctx).sessions.begin() as session:
@@ -58,7 +58,7 @@ def references_from_sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """Take references from an earlier sweep: per configuration, the mean over its repeats."""
-    from orchestrator import references
+    from orchestrator.results import references
 
     if not 0 <= tolerance < 1:
         raise UserError(f"--tolerance: expected a fraction in [0, 1), got {tolerance}")
@@ -94,7 +94,7 @@ def references_check(
 ) -> None:
     """Every completed result that has a reference: measured, reference, ratio and verdict
     (below / within / above). The same rows as `SELECT * FROM reference_check`."""
-    from orchestrator import references
+    from orchestrator.results import references
 
     with _context(ctx).sessions() as session:
         rows = references.check(session, sweep)
@@ -115,7 +115,7 @@ def glossary(
 ) -> None:
     """What every column of every view means: formula, unit, and the study that uses it
     (db/glossary.yaml)."""
-    from orchestrator import glossary as terms
+    from orchestrator.results import glossary as terms
 
     entries = terms.lookup(name)
     if not entries:

@@ -1,5 +1,5 @@
 """The campaign's predicted node-hours and cost, for `orch plan`'s summary: the runs' predicted
-run times (orchestrator/perfmodel/) on their nodes, priced by each site's profile (``price``)."""
+run times (orchestrator/predict/perfmodel/) on their nodes, priced by each site's profile (``price``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestrator.plan import PlannedRun
+    from orchestrator.plan.record import PlannedRun
 
 
 @dataclass

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from orchestrator.sweep import Experiment, RetryPolicy, Sweep
+from orchestrator.plan.sweep import Experiment, RetryPolicy, Sweep
 
 ID_LENGTH = 16
 # json.dumps(..., sort_keys=True, separators=(",", ":")) without building an encoder per call.

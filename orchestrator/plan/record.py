@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from orchestrator import __version__
 from orchestrator.errors import UserError
-from orchestrator.expand import RunSpec, expand
-from orchestrator.render import RunFiles, ScriptRenderer
-from orchestrator.resolve import MemoryCache, Resolved, SiteResolver, shape_key
-from orchestrator.sites import SiteProfile, load_site
-from orchestrator.sweep import LoadedSweep
+from orchestrator.plan.expand import RunSpec, expand
+from orchestrator.plan.render import RunFiles, ScriptRenderer
+from orchestrator.plan.resolve import MemoryCache, Resolved, SiteResolver, shape_key
+from orchestrator.sites.profiles import SiteProfile, load_site
+from orchestrator.plan.sweep import LoadedSweep
 
 if TYPE_CHECKING:  # the database is imported by record_plan only: `orch plan --dry-run` needs none of it
     from sqlalchemy.orm import Session, sessionmaker
 
-    from orchestrator.db.models import SweepRecord
+    from orchestrator.results.db.models import SweepRecord
 
 
 @dataclass
@@ -91,9 +91,9 @@ def plan_sweep(loaded: LoadedSweep, runs_root: Path, env: Mapping[str, str] | No
 
 def _trace_memory_ahead(specs: list[RunSpec], resolver_for: Callable[[RunSpec], SiteResolver]) -> None:
     """Trace the memory of every run shape no cache holds, side by side in worker processes
-    (``workloads.memory.prefetch``), so that resolving each run afterwards only reads the caches:
+    (``orchestrator.predict.memory.prefetch``), so that resolving each run afterwards only reads the caches:
     a first plan of a campaign traces tens to hundreds of small programs."""
-    from workloads import memory
+    from orchestrator.predict import memory
 
     seen: set[tuple[Any, ...]] = set()
     wanted = []
@@ -120,7 +120,7 @@ def _trace_memory_ahead(specs: list[RunSpec], resolver_for: Callable[[RunSpec], 
 def _sweep_record(session: Session, loaded: LoadedSweep) -> SweepRecord:
     from sqlalchemy import select
 
-    from orchestrator.db.models import SweepRecord
+    from orchestrator.results.db.models import SweepRecord
 
     digest = hashlib.sha256(loaded.text.encode()).hexdigest()
     name = loaded.sweep.name
@@ -274,8 +274,8 @@ def _insert_runs(session: Session, rows: list[dict[str, Any]]) -> None:
     """One bulk INSERT of the rows (columns: all that any row names; absent ones are NULL)."""
     from itertools import chain
 
-    from orchestrator.db.bulk import insert_rows
-    from orchestrator.db.models import Run, utcnow
+    from orchestrator.results.db.bulk import insert_rows
+    from orchestrator.results.db.models import Run, utcnow
 
     now = utcnow()
     named = list(dict.fromkeys(chain.from_iterable(rows)))
@@ -292,7 +292,7 @@ def record_plan(sessions: sessionmaker[Session], loaded: LoadedSweep, plans: lis
     from sqlalchemy import select
     from sqlalchemy.exc import IntegrityError
 
-    from orchestrator.db.models import Run
+    from orchestrator.results.db.models import Run
 
     for _ in range(3):  # another orch process may insert the same ids at the same time
         try:

@@ -17,9 +17,9 @@ import jinja2
 
 from orchestrator import paths
 from orchestrator.errors import UserError
-from orchestrator.resolve import AFFINITY_WRAPPER, Placement, Resolved
-from orchestrator.runfiles import RunFiles, job_name  # noqa: F401  (re-exported)
-from orchestrator.sites import SiteProfile
+from orchestrator.plan.resolve import AFFINITY_WRAPPER, Placement, Resolved
+from orchestrator.plan.runfiles import RunFiles, job_name  # noqa: F401  (re-exported)
+from orchestrator.sites.profiles import SiteProfile
 from orchestrator.timefmt import format_hms
 
 
@@ -95,7 +95,7 @@ def _site_part(site: SiteProfile) -> dict[str, Any]:
     res = site.resources
     return {
         "site": {"name": site.name, "system": site.system or "", "scheduler": site.scheduler},
-        # Accelerator and CPU requests (see orchestrator.sites.Resources)
+        # Accelerator and CPU requests (see orchestrator.sites.profiles.Resources)
         "gpu_request": res.gpu_request,
         "gres_name": res.gres_name,
         "cpus_per_device": res.cpus_per_device or "",
@@ -106,7 +106,7 @@ def _site_part(site: SiteProfile) -> dict[str, Any]:
         "select": res.select or "",
         "place": res.place or "",
         "filesystems": res.filesystems or "",
-        # Launch helpers the templates write (see orchestrator.launchers)
+        # Launch helpers the templates write (see orchestrator.sites.launchers)
         "gpu_affinity": site.launcher.gpu_affinity,
         "affinity_wrapper": AFFINITY_WRAPPER,
         "affinity_var": _AFFINITY_VARS.get(site.device.type, "CUDA_VISIBLE_DEVICES"),

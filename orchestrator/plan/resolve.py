@@ -11,20 +11,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from orchestrator import paths
-from orchestrator.expand import RunSpec
-from orchestrator.launchers import Launcher, LaunchRequest, get_launcher
-from orchestrator.sites import Queue, SiteProfile
+from orchestrator.plan.expand import RunSpec
+from orchestrator.sites.launchers import Launcher, LaunchRequest, get_launcher
+from orchestrator.sites.profiles import Queue, SiteProfile
 from orchestrator.timefmt import format_hms
-from orchestrator.vendors.base import VendorRunner, spec_values
-from workloads import memory as _memory
+from orchestrator.sites.vendors.base import VendorRunner, spec_values
+from orchestrator.predict import memory as _memory
 from workloads import registry
 from workloads.registry import Workload
 
 if TYPE_CHECKING:
-    from orchestrator.perfmodel.machine import Machine
-    from orchestrator.perfmodel.runmodel import RunModel
+    from orchestrator.predict.perfmodel.machine import Machine
+    from orchestrator.predict.perfmodel.runmodel import RunModel
 
-# ``walltime: auto`` (orchestrator/sweep.py) reaches the resolver as this walltime_s; the
+# ``walltime: auto`` (orchestrator/plan/sweep.py) reaches the resolver as this walltime_s; the
 # placement gets the prediction x AUTO_MARGIN + AUTO_STARTUP_S (see auto_walltime).
 AUTO_WALLTIME = 0
 AUTO_MARGIN = 1.5
@@ -68,10 +68,10 @@ class Resolved:
     # Per-device peak of tensor memory predicted for the run (GB, without the device's fixed cost).
     predicted_peak_gb: float | None = None
     # Seconds of one step and of the whole run (warm-up + timed steps) from the time model
-    # (orchestrator/perfmodel/); None where it does not apply to the workload.
+    # (orchestrator/predict/perfmodel/); None where it does not apply to the workload.
     predicted_step_s: float | None = None
     predicted_run_s: float | None = None
-    # What predicted_peak_gb came from: workloads/memory.py FROM_TRACE ("trace"), FROM_TRACE_AND_MODEL
+    # What predicted_peak_gb came from: orchestrator/predict/memory.py FROM_TRACE ("trace"), FROM_TRACE_AND_MODEL
     # ("trace+model", DeepSpeed) or FROM_FORMULA ("formula", where tracing cannot go).
     memory_from: str | None = None
 
@@ -199,7 +199,7 @@ def _memory_need_gb(spec: RunSpec, workload: Workload) -> MemoryNeed:
     if workload.memory_bytes is None:
         return None, None
     values = _run_values(spec, workload)
-    # Traced from the workload's program where it can be (workloads/predict_memory.py), else the formula.
+    # Traced from the workload's program where it can be (orchestrator/predict/memory_trace.py), else the formula.
     try:
         found, source = _memory.predicted(spec.workload, values, workload.memory_bytes)
         return found / 1e9, source
@@ -254,7 +254,7 @@ _RUN_MODELS: dict[tuple[Any, ...], tuple[RunModel | None, dict[str, Any]]] = {}
 
 def _run_model(spec: RunSpec, workload: Workload) -> tuple[RunModel | None, dict[str, Any]]:
     """The time model's view of the run (None where it has none) and the run's values."""
-    from orchestrator.perfmodel.runmodel import run_model
+    from orchestrator.predict.perfmodel.runmodel import run_model
 
     values = {**workload.defaults(), **spec.param_dict}
     return run_model(spec.workload, values, devices=spec.devices, precision=spec.precision,
@@ -319,7 +319,7 @@ class SiteResolver:
     def _time_need(self, spec: RunSpec, workload: Workload,
                    key: tuple[Any, ...] | None) -> tuple[float | None, float | None]:
         """Predicted (step, run) seconds on this site, once per distinct run shape."""
-        from orchestrator.perfmodel.runmodel import MODELLED
+        from orchestrator.predict.perfmodel.runmodel import MODELLED
 
         if spec.workload not in MODELLED:
             return None, None
@@ -327,7 +327,7 @@ class SiteResolver:
 
     def _predict_time(self, spec: RunSpec, workload: Workload,
                       key: tuple[Any, ...] | None) -> tuple[float | None, float | None]:
-        from orchestrator.perfmodel.runmodel import run_seconds
+        from orchestrator.predict.perfmodel.runmodel import run_seconds
 
         model, values = _once(_RUN_MODELS, key, lambda: _run_model(spec, workload))
         machine = self._get_machine() if model is not None else None
@@ -342,8 +342,8 @@ class SiteResolver:
     def _get_machine(self) -> "Machine | None":
         """The site's machine for the time model, with fitted efficiency factors where calibrated."""
         if self._machine is None:
-            from orchestrator.perfmodel.calibration import efficiency_for
-            from orchestrator.perfmodel.machine import machine_from_site
+            from orchestrator.predict.perfmodel.calibration import efficiency_for
+            from orchestrator.predict.perfmodel.machine import machine_from_site
 
             try:
                 machine = machine_from_site(self.site)
@@ -400,7 +400,7 @@ class SiteResolver:
         workload = registry.get(spec.workload)
         vendor = self._get_launcher()
         if isinstance(vendor, VendorRunner):
-            # The vendor's own tool runs the model (orchestrator/vendors/): its documented
+            # The vendor's own tool runs the model (orchestrator/sites/vendors/): its documented
             # applications decide what can run and how, not orch's PyTorch memory model.
             reason = vendor.supports(spec.workload, spec.precision, spec_values(spec))
         else:

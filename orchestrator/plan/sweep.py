@@ -92,7 +92,7 @@ class Experiment(BaseModel):
 
     @property
     def walltime_s(self) -> int:
-        # 0 stands for auto (orchestrator.resolve.AUTO_WALLTIME): the resolver predicts it per run.
+        # 0 stands for auto (orchestrator.plan.resolve.AUTO_WALLTIME): the resolver predicts it per run.
         return 0 if self.walltime == "auto" else parse_walltime(self.walltime)
 
 

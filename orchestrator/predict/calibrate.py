@@ -2,7 +2,7 @@
 
 Every completed run the model applies to (gpt2-like workloads, gemm) gives a sample: its
 shape and layout, the site's machine, and the measured step (the median timed step, else the
-mean). Per site (and system) the factors are fitted (orchestrator/perfmodel/calibration.py)
+mean). Per site (and system) the factors are fitted (orchestrator/predict/perfmodel/calibration.py)
 and stored in ``.orch/calibration.yaml``, which every later prediction on that device reads.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from orchestrator.errors import UserError
-from orchestrator.perfmodel.calibration import Sample, efficiency_for, fit, mean_abs_error, rounded, store
-from orchestrator.perfmodel.machine import DEFAULT_EFFICIENCY, FALLBACK_EFFICIENCY, Efficiency, Machine, machine_from_site
-from orchestrator.perfmodel.runmodel import RunModel, run_model
+from orchestrator.predict.perfmodel.calibration import Sample, efficiency_for, fit, mean_abs_error, rounded, store
+from orchestrator.predict.perfmodel.machine import DEFAULT_EFFICIENCY, FALLBACK_EFFICIENCY, Efficiency, Machine, machine_from_site
+from orchestrator.predict.perfmodel.runmodel import RunModel, run_model
 
 _QUERY = """
 SELECT rr.run_id, rr.sweep, rr.site, rr.system, rr.workload, rr.devices, rr.precision, rr.strategy,
@@ -52,7 +52,7 @@ def samples_by_site(engine: Engine, *, sweep: str | None = None, site: str | Non
                     sites_dirs: list[Path] | None = None) -> dict[str, tuple[Machine, list[Sample]]]:
     """The measured runs the model applies to, by site (``site:system``), each with its machine
     (default efficiency factors: a fit starts from them)."""
-    from orchestrator.sites import load_site
+    from orchestrator.sites.profiles import load_site
     from workloads import registry
 
     query, binds = _QUERY, {}

@@ -6,7 +6,7 @@ buffers) is not included; the site profile adds it (``device.fixed_memory_gb``).
 
 :func:`predicted_bytes` is what the orchestrator asks: for gpt2, where torch is
 importable, the peak traced from the workload's own training step
-(``workloads/predict_memory.py``, within 10% of the measured peak where the formulas
+(``orchestrator/predict/memory_trace.py``, within 10% of the measured peak where the formulas
 below were 30-43% low); else, and for the other workloads, the formula.
 """
 
@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+import workloads
 from workloads import flops, layouts, shapes
 from workloads.models.configs import SIZES, GPTConfig
 
@@ -145,7 +146,7 @@ def allreduce(p: dict[str, Any]) -> int:
 
 
 # ------------------------------------------------------------------ traced predictions
-# What a traced prediction (workloads/predict_memory.py) depends on, and its cache: here,
+# What a traced prediction (orchestrator/predict/memory_trace.py) depends on, and its cache: here,
 # without torch, so that a plan whose shapes are all cached never imports torch.
 
 TRACED = ("ddp", "fsdp-full", "fsdp-grad-op")
@@ -197,8 +198,9 @@ class Inputs:
                    tp > 1 and _bool(p.get("sequence_parallel"), False))
 
 
-_CODE = ("memory.py", "traces.py", "predict_memory.py", "strategies.py", "context.py", "lm.py", "layouts.py",
-         "models/gpt.py", "models/configs.py")
+# The predictor's own files (this folder) and the workload code it traces (workloads/).
+_PREDICTOR_CODE = ("memory.py", "traces.py", "memory_trace.py")
+_WORKLOAD_CODE = ("strategies.py", "context.py", "lm.py", "layouts.py", "models/gpt.py", "models/configs.py")
 # Gradient accumulation is traced as at most this many micro-batches: from the 4th on, a
 # micro-batch allocates as the one before it (gradients already there, the same no_sync state,
 # the data pool of 4 token tensors all referenced), so the peak is the same to the byte; 240
@@ -247,9 +249,10 @@ def code_version() -> str:
         except importlib.metadata.PackageNotFoundError:
             torch_version = "none"
         h = hashlib.sha256(torch_version.encode())
-        root = Path(__file__).parent
-        for name in _CODE:
-            h.update((root / name).read_bytes())
+        here = Path(__file__).parent
+        workloads_dir = Path(workloads.__file__).parent
+        for path in [here / n for n in _PREDICTOR_CODE] + [workloads_dir / n for n in _WORKLOAD_CODE]:
+            h.update(path.read_bytes())
         _code_version = h.hexdigest()[:16]
     return _code_version
 
@@ -288,7 +291,7 @@ def _store(key: str, inputs: Inputs, found: int) -> None:
 
 
 def _check_strategy(inputs: Inputs) -> None:
-    from workloads.traces import FORWARD_BACKWARD
+    from orchestrator.predict.traces import FORWARD_BACKWARD
 
     if inputs.strategy not in STRATEGIES and inputs.strategy != FORWARD_BACKWARD:
         raise ValueError(f"unknown strategy {inputs.strategy!r} (known: {', '.join(STRATEGIES)})")
@@ -297,7 +300,7 @@ def _check_strategy(inputs: Inputs) -> None:
 def cached_trace(inputs: Inputs, compute: Callable[[Inputs], int]) -> int:
     """``compute(inputs)``, or its result from this process or the disk cache (no torch needed).
     ``inputs`` are normalized first (``traces.normalized``: e.g. DDP beyond 2 ranks as 2)."""
-    from workloads.traces import normalized
+    from orchestrator.predict.traces import normalized
 
     _check_strategy(inputs)
     inputs = normalized(inputs)
@@ -309,7 +312,7 @@ def cached_trace(inputs: Inputs, compute: Callable[[Inputs], int]) -> int:
     return found
 
 
-# Workloads whose memory is traced from their own program (workloads/predict_memory.py), and
+# Workloads whose memory is traced from their own program (orchestrator/predict/memory_trace.py), and
 # the model they default to.
 TRACED_WORKLOADS = {"gpt2": "gpt2"}
 _torch_present: bool | None = None
@@ -331,14 +334,14 @@ def _trace_here(leaf: Inputs) -> int:
     if not _has_torch():
         raise _NoTorch  # a login node without torch: the formula
     _told(leaf)
-    from workloads import predict_memory
+    from orchestrator.predict import memory_trace as predict_memory
 
     return predict_memory.trace_leaf(leaf)
 
 
 def compute(inputs: Inputs) -> int:
     """The prediction, put together from its leaves (``traces.combine``), each from the caches or traced."""
-    from workloads import traces
+    from orchestrator.predict import traces
 
     return traces.combine(inputs, lambda leaf: cached_trace(leaf, _trace_here))
 
@@ -350,7 +353,7 @@ def traced_inputs(workload: str, p: dict[str, Any]) -> Inputs | None:
     if model is None or os.environ.get("ORCH_MEMORY_TRACE") == "0":
         return None
     if _int(p, "pp", 1) > 1:
-        return None  # pipeline stages: the formula (gpt_training), not traced (workloads/predict_memory.py)
+        return None  # pipeline stages: the formula (gpt_training), not traced (orchestrator/predict/memory_trace.py)
     inputs = Inputs.of(p, model)
     if inputs.tp > 1 and (inputs.strategy != "ddp" or inputs.cp > 1):
         return None  # FSDP over a tensor-parallel mesh: the formula; ZeRO and cp with tp are refused anyway
@@ -401,7 +404,7 @@ def trace_workers() -> int:
 
 def _trace_in_worker(leaf: Inputs) -> int:
     """One leaf traced in a worker process of :func:`prefetch` (torch is imported there, not here)."""
-    from workloads import predict_memory
+    from orchestrator.predict import memory_trace as predict_memory
 
     return predict_memory.trace_leaf(leaf)
 
@@ -421,7 +424,7 @@ def prefetch(all_inputs: Iterable[Inputs], workers: int) -> int:
     run's own prediction traces it again in this process and says why it could not (then uses the
     formula).
     """
-    from workloads import traces
+    from orchestrator.predict import traces
 
     missing: dict[Inputs, None] = {}
     for inputs in all_inputs:

@@ -1,6 +1,6 @@
 """Per-rank peak memory of a gpt2 training run, from the program itself (issue 11, study E).
 
-Why: the formulas of ``workloads/memory.py`` leave out what a real step allocates (DDP's
+Why: the formulas of ``orchestrator/predict/memory.py`` leave out what a real step allocates (DDP's
 gradient buckets, autocast's 16-bit weight copies, the optimizer's temporaries, FSDP's
 gathered blocks, the loss's fp32 logits) and came out 30-43% low against published
 peaks. Here the workload's own model and training step run instead: the same
@@ -19,7 +19,7 @@ the orchestrator) and storage made outside torch's dispatcher (DeepSpeed's C++ b
 
 The optimizer's states are made first (as its first step leaves them), then one training
 step is traced: the steady step, as the real run's second and later ones. Deep models, FSDP on
-many ranks and DeepSpeed are put together from traces of smaller programs (``workloads/traces.py``:
+many ranks and DeepSpeed are put together from traces of smaller programs (``orchestrator/predict/traces.py``:
 2 and 3 layers, 2 and 4 ranks, the plain forward/backward), so a 100-layer model costs what a
 3-layer one does. The trace runs on the CPU's autocast op lists and torch's
 foreach AdamW (a CUDA run uses the fused AdamW, without the foreach temporaries): on a
@@ -41,7 +41,7 @@ the same model in DeepSpeed's precision (:func:`forward_backward_bytes`), stated
 
 A prediction is cached in this process and on disk (``$ORCH_MEMORY_CACHE`` or
 ``~/.cache/orch/memory``), keyed by a hash of the inputs, the workload code it runs and
-torch's version (``workloads/memory.py``, which reads the cache without importing torch):
+torch's version (``orchestrator/predict/memory.py``, which reads the cache without importing torch):
 a plan of hundreds of runs traces each model shape once, the missing ones side by side in
 worker processes (``memory.prefetch``).
 """
@@ -58,10 +58,10 @@ from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-from workloads import memory
+from orchestrator.predict import memory
 from workloads.layouts import Layout
-from workloads.memory import TRACED, Inputs
-from workloads.traces import FORWARD_BACKWARD
+from orchestrator.predict.memory import TRACED, Inputs
+from orchestrator.predict.traces import FORWARD_BACKWARD
 
 
 
@@ -351,5 +351,5 @@ def compute_bytes(inputs: Inputs) -> int:
 
 
 def predict_bytes(p: dict[str, Any], default_model: str = "gpt2") -> int:
-    """Peak tensor bytes of one rank of the gpt2 run with values ``p`` (cached: workloads/memory.py)."""
+    """Peak tensor bytes of one rank of the gpt2 run with values ``p`` (cached: orchestrator/predict/memory.py)."""
     return memory.cached_trace(Inputs.of(p, default_model), compute_bytes)

@@ -1,5 +1,5 @@
 """`orch predict`: the best parallel layout for a model on N devices of a site (time model in
-orchestrator/perfmodel/, efficiency factors from `orch calibrate` where fitted)."""
+orchestrator/predict/perfmodel/, efficiency factors from `orch calibrate` where fitted)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import UserError
-from orchestrator.perfmodel.calibration import efficiency_for
-from orchestrator.perfmodel.layout import Layout
-from orchestrator.perfmodel.machine import Machine, machine_from_site
-from orchestrator.perfmodel.search import gpt_shape, rank
-from orchestrator.perfmodel.transformer import Estimate
+from orchestrator.predict.perfmodel.calibration import efficiency_for
+from orchestrator.predict.perfmodel.layout import Layout
+from orchestrator.predict.perfmodel.machine import Machine, machine_from_site
+from orchestrator.predict.perfmodel.search import gpt_shape, rank
+from orchestrator.predict.perfmodel.transformer import Estimate
 
 COLUMNS = ["rank", "layout", "dp", "tp", "pp", "cp", "zero", "recompute", "step_s", "tokens_per_s",
            "memory_gb", "fits", "mfu", "gpt2"]
 # FSDP2 over the data-parallel ranks is what the gpt2 workload runs beside tp or cp where DeepSpeed
-# cannot; in the model it is the same stage (orchestrator/perfmodel/layout.py: ZERO_STAGE).
+# cannot; in the model it is the same stage (orchestrator/predict/perfmodel/layout.py: ZERO_STAGE).
 _FSDP_FOR_ZERO = {"zero2": "fsdp-grad-op", "zero3": "fsdp-full"}
 
 
@@ -104,7 +104,7 @@ def predict(model: str, devices: int, site_name: str, *, precision: str | None, 
             micro_batch: int | None = None, sites_dirs: list[Path] | None = None,
             state_dir: Path | None = None) -> Prediction:
     """Every layout of ``devices`` devices for gpt2 preset ``model`` on ``site_name``, ranked."""
-    from orchestrator.sites import load_site
+    from orchestrator.sites.profiles import load_site
     from workloads.models.configs import SIZES
 
     if model not in SIZES:

@@ -1,6 +1,6 @@
 """What a traced memory prediction is made of: the small programs traced, and how their peaks combine.
 
-A run's per-rank peak (``workloads/predict_memory.py``) is not always one trace of the run
+A run's per-rank peak (``orchestrator/predict/memory_trace.py``) is not always one trace of the run
 itself. Deep models, many FSDP ranks and DeepSpeed are put together from a few traces of
 smaller programs, the *leaves*:
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from workloads.memory import ACCUM_TRACED, DEEPSPEED, Inputs
+from orchestrator.predict.memory import ACCUM_TRACED, DEEPSPEED, Inputs
 from workloads.models.configs import param_sizes, total_params
 
 # The strategy of a leaf that is the plain model's forward and backward, gradients kept, with every

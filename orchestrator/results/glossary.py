@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from sqlalchemy import Connection, inspect
 
-from orchestrator.db.views import VIEW_NAMES
+from orchestrator.results.db.views import VIEW_NAMES
 from orchestrator.paths import data_dir
 
 
@@ -79,7 +79,7 @@ def _columns_of_view_sql(view: str) -> list[str]:
     from sqlalchemy import create_engine
     from sqlalchemy.pool import StaticPool
 
-    from orchestrator.db.engine import upgrade
+    from orchestrator.results.db.engine import upgrade
 
     engine = create_engine("sqlite://", poolclass=StaticPool)  # one in-memory database for both uses
     upgrade(engine)

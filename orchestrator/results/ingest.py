@@ -2,7 +2,7 @@
 
 `orch status` hands every attempt that ended in one poll to :func:`collect` at once: each
 file is parsed and validated on its own (a bad one fails only its attempt, with the reason),
-and the good ones are written with one bulk INSERT per table (:mod:`orchestrator.db.bulk`).
+and the good ones are written with one bulk INSERT per table (:mod:`orchestrator.results.db.bulk`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from orchestrator.db.bulk import insert_rows
-from orchestrator.db.models import Environment, Metrics, MetricValue, utcnow
-from orchestrator.metrics_schema import HEADLINE_METRICS, MetricsFile
+from orchestrator.results.db.bulk import insert_rows
+from orchestrator.results.db.models import Environment, Metrics, MetricValue, utcnow
+from orchestrator.results.metrics_schema import HEADLINE_METRICS, MetricsFile
 
 
 @dataclass

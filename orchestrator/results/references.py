@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from orchestrator.db.models import ReferenceFigure
+from orchestrator.results.db.models import ReferenceFigure
 from orchestrator.errors import SourceError, UserError
 
 DEFAULT_TOLERANCE = 0.05  # pass at >= 95% of the reference

@@ -18,23 +18,23 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from orchestrator.db.models import Attempt, Run
-from orchestrator.db.results import record_results
-from orchestrator.db.state import ACTIVE_ATTEMPTS as ACTIVE
-from orchestrator.executors import FailureClass, JobInfo, JobState
-from orchestrator.executors.base import SchedulerError, submit_window
-from orchestrator.runfiles import RunFiles
-from orchestrator.submit import Executors
+from orchestrator.results.db.models import Attempt, Run
+from orchestrator.results.db.results import record_results
+from orchestrator.results.db.state import ACTIVE_ATTEMPTS as ACTIVE
+from orchestrator.run.executors import FailureClass, JobInfo, JobState
+from orchestrator.run.executors.base import SchedulerError, submit_window
+from orchestrator.plan.runfiles import RunFiles
+from orchestrator.run.submit import Executors
 
 if TYPE_CHECKING:
-    from orchestrator.ingest import IngestOutcome
+    from orchestrator.results.ingest import IngestOutcome
 
 
 def submit_grace() -> timedelta:
     """How long an intent without a job id may wait for the scheduler to show the job before the
     run is handed back to ``planned``: longer than a submit command may run (a qsub or sbatch
     given up on can still succeed late), by a margin; both come from one place
-    (:func:`orchestrator.executors.base.submit_window`)."""
+    (:func:`orchestrator.run.executors.base.submit_window`)."""
     return timedelta(seconds=submit_window()[1])
 
 
@@ -120,7 +120,7 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
     completed = [attempt for attempt, info in ended if info.state == JobState.COMPLETED]
     outcomes: dict[int, IngestOutcome] = {}
     if completed:
-        from orchestrator.ingest import collect  # pydantic only when collecting
+        from orchestrator.results.ingest import collect  # pydantic only when collecting
 
         outcomes = collect(session, [(a.id, RunFiles(Path(a.run.run_dir or "")).metrics) for a in completed])
     for attempt, info in ended:

@@ -2,10 +2,10 @@
 
 For each Slurm system of a site, the runs a user would most often submit (one device, one
 full node, two nodes, the largest automatically chosen queue at its limits) go through the
-normal plan path (``RunSpec`` -> :func:`orchestrator.resolve.resolve` ->
-:func:`orchestrator.render.render_script`) and each rendered script is handed to
+normal plan path (``RunSpec`` -> :func:`orchestrator.plan.resolve.resolve` ->
+:func:`orchestrator.plan.render.render_script`) and each rendered script is handed to
 ``sbatch --test-only`` on the sandbox configured as the site's twin
-(:func:`orchestrator.sandbox.twin_layout`). What the twin refuses (an unknown partition,
+(:func:`orchestrator.sites.sandbox.twin_layout`). What the twin refuses (an unknown partition,
 account or QoS, a walltime or node count over a partition's limit, gres or CPUs a node does
 not have) the site would refuse too.
 
@@ -43,13 +43,13 @@ from typing import Any, Mapping
 
 import yaml
 
-from orchestrator import sandbox
+from orchestrator.sites import sandbox
 from orchestrator.errors import UserError
-from orchestrator.expand import RunSpec
-from orchestrator.render import RunFiles, environment, render_script
-from orchestrator.resolve import resolve
-from orchestrator.sites import SiteProfile, find_site_file
-from orchestrator.vendors.base import check_case
+from orchestrator.plan.expand import RunSpec
+from orchestrator.plan.render import RunFiles, environment, render_script
+from orchestrator.plan.resolve import resolve
+from orchestrator.sites.profiles import SiteProfile, find_site_file
+from orchestrator.sites.vendors.base import check_case
 
 SHAPES = ("1-device", "1-node", "2-nodes", "largest-queue")
 SHAPE_WALLTIME_S = 1800
@@ -102,7 +102,7 @@ def spec_for(target: str, site: SiteProfile, shape: Shape, sweep: str = CHECK_SW
 
 def check_env(site: SiteProfile, env: Mapping[str, str]) -> dict[str, str]:
     """``env`` with the twin's stand-in account / QoS where the site requires one and none is set
-    (the same stand-ins :func:`orchestrator.sandbox.twin_layout` creates)."""
+    (the same stand-ins :func:`orchestrator.sites.sandbox.twin_layout` creates)."""
     out = dict(env)
     acct = site.account
     if acct.required and acct.account(out) is None:
@@ -205,7 +205,7 @@ def check_site(site_arg: str, env: Mapping[str, str], sites_dirs: list[Path] | N
     if system:
         targets = [(t, p) for t, p in targets if t == site_arg]
         if not targets:  # a system identical to the site itself is listed under the site's name
-            from orchestrator.sites import load_site
+            from orchestrator.sites.profiles import load_site
 
             targets = [(site_arg, load_site(site_arg, sites_dirs))]
     rows: list[CheckRow] = []
@@ -403,7 +403,7 @@ def _pbs_rehearsal(name: str, path: Path, data: dict[str, Any], python: str) -> 
 
 def pbs_emulator_path() -> Path | None:
     """orch's PBS emulator (``tests/pbs/pbs_emulator.py`` of a source checkout), if this install has it."""
-    candidate = Path(__file__).resolve().parent.parent / "tests" / "pbs" / "pbs_emulator.py"
+    candidate = Path(__file__).resolve().parents[2] / "tests" / "pbs" / "pbs_emulator.py"
     return candidate if candidate.is_file() else None
 
 

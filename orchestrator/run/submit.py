@@ -18,10 +18,10 @@ from typing import Callable
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from orchestrator.db.models import Attempt, Run
-from orchestrator.db.results import record_results
-from orchestrator.executors import Executor, JobRequest, executor_for
-from orchestrator.runfiles import RunFiles, job_name
+from orchestrator.results.db.models import Attempt, Run
+from orchestrator.results.db.results import record_results
+from orchestrator.run.executors import Executor, JobRequest, executor_for
+from orchestrator.plan.runfiles import RunFiles, job_name
 
 SUBMITTABLE = ("planned", "retry")
 
@@ -49,7 +49,7 @@ class Executors:
     def for_site(self, site: str, system: str | None = None) -> Executor:
         key = f"{site}:{system}" if system else site
         if key not in self._by_site:
-            from orchestrator.sites import load_site  # pydantic and YAML only when a site is needed
+            from orchestrator.sites.profiles import load_site  # pydantic and YAML only when a site is needed
 
             profile = load_site(key, self.sites_dirs)
             self._by_site[key] = executor_for(profile.scheduler, executor_folder(self.state_dir, site),

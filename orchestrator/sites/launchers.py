@@ -27,7 +27,7 @@ gaudi_spawn Habana's ``gaudi_spawn.py --world_size N --use_mpi|--use_deepspeed``
 ========== ==============================================================================
 
 Vendor runners (``cerebras``, ``sambaflow``, ``poptorch``, ``groqflow``) are launchers too, in
-``orchestrator/vendors/``: they run the vendor's own application, then an adapter that writes
+``orchestrator/sites/vendors/``: they run the vendor's own application, then an adapter that writes
 the metrics file.
 """
 
@@ -239,8 +239,8 @@ class GaudiSpawnLauncher(Launcher):
 
 
 def get_launcher(name: str) -> Launcher:
-    if name not in Launcher.registry:  # the vendor runners (orchestrator/vendors/) register on import
-        from orchestrator import vendors
+    if name not in Launcher.registry:  # the vendor runners (orchestrator/sites/vendors/) register on import
+        from orchestrator.sites import vendors
 
         vendors.load()
     try:

@@ -138,7 +138,7 @@ class Device(BaseModel):
 
 
 class Network(BaseModel):
-    """The two-tier network the time model (orchestrator/perfmodel/) sees: devices in one fast
+    """The two-tier network the time model (orchestrator/predict/perfmodel/) sees: devices in one fast
     domain (NVLink, xGMI, Xe Link; a node's shared memory) talk at ``fast_gbs`` each way, devices
     in different domains at ``inter_node_gbs`` per device (the node's NIC bandwidth divided by
     its devices). GB/s per device, one direction; ``latency_us`` is a message's start-up cost

@@ -416,7 +416,7 @@ def _partition_name(queue_name: str, implicit: bool) -> str:
 def site_targets(site: str, sites_dirs: list[Path] | None = None) -> tuple[str, list[tuple[str, Any]]]:
     """(site name, [(target, profile)]): the site itself and each of its systems, systems that
     merely repeat the site's own profile (AI Testbed ``sambanova: {}``) named once, by system."""
-    from orchestrator.sites import load_site
+    from orchestrator.sites.profiles import load_site
 
     name = site.partition(":")[0]
     base = load_site(name, sites_dirs)
@@ -893,7 +893,7 @@ def _ensure_fake_devices(layout: TwinLayout) -> None:
 def _plugstack_conf(layout: TwinLayout) -> str | None:
     if not layout.ipus_max:
         return None
-    return (f"{CONF_MARK}\n# Graphcore's --ipus (twin stand-in; see orchestrator/sandbox.py SPANK_IPUS_SOURCE)\n"
+    return (f"{CONF_MARK}\n# Graphcore's --ipus (twin stand-in; see orchestrator/sites/sandbox.py SPANK_IPUS_SOURCE)\n"
             f"required {SPANK_DIR / 'orch_twin_ipus.so'} max={layout.ipus_max}\n")
 
 

@@ -59,8 +59,8 @@ def test_readme_postgresql_url_runs_plan_to_results(workdir: Path, pg_url: str) 
 @pytest.mark.parametrize("driver", ["psycopg", "psycopg2"])
 def test_both_postgresql_drivers_copy_text_verbatim(pg_url: str, driver: str) -> None:
     """The bulk path (COPY) on psycopg 3 and on psycopg2: awkward text arrives unchanged."""
-    from orchestrator.db.bulk import insert_rows
-    from orchestrator.db.engine import open_engine
+    from orchestrator.results.db.bulk import insert_rows
+    from orchestrator.results.db.engine import open_engine
 
     url = sa.engine.make_url(pg_url).set(drivername=f"postgresql+{driver}").render_as_string(hide_password=False)
     engine = open_engine(url)

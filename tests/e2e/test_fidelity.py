@@ -176,8 +176,8 @@ def test_references_file_errors_name_file_line_and_field(workdir: Path) -> None:
 # --- glossary -----------------------------------------------------------------------------------
 
 def test_every_view_column_is_in_the_glossary(db_url: str) -> None:
-    from orchestrator import glossary
-    from orchestrator.db.engine import open_engine
+    from orchestrator.results import glossary
+    from orchestrator.results.db.engine import open_engine
 
     engine = open_engine(db_url)
     with engine.connect() as connection:
@@ -199,8 +199,8 @@ def test_glossary_command(workdir: Path) -> None:
 
 
 def test_db_upgrade_puts_back_a_dropped_view(workdir: Path, db_url: str) -> None:
-    from orchestrator.db.engine import open_engine
-    from orchestrator.db.views import VIEW_NAMES, missing_views
+    from orchestrator.results.db.engine import open_engine
+    from orchestrator.results.db.views import VIEW_NAMES, missing_views
 
     env = {"ORCH_DB_URL": db_url}
     run_orch("db", "upgrade", cwd=workdir, env=env, check=True)

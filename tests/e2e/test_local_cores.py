@@ -15,7 +15,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from orchestrator.executors.local_cores import CoreLedger, snapshot
+from orchestrator.run.executors.local_cores import CoreLedger, snapshot
 from tests.conftest import REPO, run_orch, write
 
 FAKE_PYTHON = """#!/bin/bash
@@ -205,7 +205,7 @@ def test_waiting_run_is_pending_cancellable_and_its_walltime_starts_with_its_cor
 
 HOLDER = """\
 import sys, time
-from orchestrator.executors.local_cores import CoreLedger
+from orchestrator.run.executors.local_cores import CoreLedger
 grant = CoreLedger().acquire(1, capacity=1, job=sys.argv[1])
 print("held", flush=True)
 time.sleep(600)
@@ -276,7 +276,7 @@ def test_queued_and_running_jobs_leave_the_measured_run_alone(workdir: Path) -> 
                                                                  "SELECT job_id FROM attempts").stdout)]
         assert len(controllers) == 3
         for pid in controllers:  # orch's controller, not submitit's module
-            assert b"orchestrator.executors.local_controller" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            assert b"orchestrator.run.executors.local_controller" in Path(f"/proc/{pid}/cmdline").read_bytes()
         before = {pid: _wakeups(pid) for pid in controllers}
         time.sleep(4.0)
         rates = {pid: (_wakeups(pid) - before[pid]) / 4.0 for pid in controllers}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from orchestrator.plansummary import reason_kind
+from orchestrator.cli.plansummary import reason_kind
 from tests.conftest import run_orch, write
 
 # 4 sites x 4 device counts x 3 precisions x 104 sizes x 2 x 2 = 19,968 runs; some skipped

@@ -1,5 +1,5 @@
 """A first `orch plan` of new model shapes traces their memory side by side, in worker processes
-(workloads/memory.py: prefetch), and plans exactly what one process tracing them in turn plans."""
+(orchestrator/predict/memory.py: prefetch), and plans exactly what one process tracing them in turn plans."""
 
 from __future__ import annotations
 

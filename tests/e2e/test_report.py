@@ -221,8 +221,8 @@ def test_report_on_postgresql(pg_admin_url: str, tmp_path: Path) -> None:
     bench_report.py: GEMM metrics files collected as `orch status` does, the rest by SQL), with
     the per-run figures sampled (more runs than a figure draws)."""
     from benchmarks.bench_report import fill
-    from orchestrator.db.engine import make_engine, open_database
-    from orchestrator.report.model import MAX_POINTS
+    from orchestrator.results.db.engine import make_engine, open_database
+    from orchestrator.results.report.model import MAX_POINTS
     from tests import pg
 
     generator = pg.fresh_database(pg_admin_url)

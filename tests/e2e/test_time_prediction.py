@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from orchestrator.resolve import AUTO_MARGIN, AUTO_STARTUP_S, auto_walltime
+from orchestrator.plan.resolve import AUTO_MARGIN, AUTO_STARTUP_S, auto_walltime
 from tests.conftest import run_orch, write
 
 SWEEP = """\
@@ -89,7 +89,7 @@ experiments:
 def test_migration_0008_adds_time_predictions(workdir: Path, db_url: str) -> None:
     """A database at 0007 with a completed run upgrades in place: the new columns are there,
     and prediction_error sets the predicted step beside the measured median step."""
-    from orchestrator.db.engine import current_revision, make_engine, upgrade
+    from orchestrator.results.db.engine import current_revision, make_engine, upgrade
 
     engine = make_engine(db_url)
     upgrade(engine, "0007")

@@ -125,7 +125,7 @@ def _old_run(conn: sa.Connection, run_id: str, workload: str = "gemm", devices: 
 
 def test_old_database_is_upgraded_in_place(workdir: Path, db_url: str) -> None:
     """A database at migration 0001 with rows in it keeps every row through `orch db upgrade`."""
-    from orchestrator.db.engine import current_revision, head_revision, make_engine, upgrade
+    from orchestrator.results.db.engine import current_revision, head_revision, make_engine, upgrade
 
     engine = make_engine(db_url)
     upgrade(engine, "0001")
@@ -161,7 +161,7 @@ def test_documented_queries_run(scaled: Path, query_file: Path) -> None:
 
 
 def test_documented_queries_are_valid_on_both_backends(db_url: str) -> None:
-    from orchestrator.db.engine import open_database
+    from orchestrator.results.db.engine import open_database
 
     sessions = open_database(db_url)
     with sessions() as session:
@@ -195,8 +195,8 @@ def _migration(name: str):  # type: ignore[no-untyped-def]
 def test_upgrade_to_clustered_result_rows_keeps_every_row(workdir: Path, db_url: str) -> None:
     """0003 -> head with results and metric values in it: the same rows come out, and on SQLite the
     comparison axes are the storage order (grouping by them needs no sort); downgrading keeps them too."""
-    from orchestrator.db import results
-    from orchestrator.db.engine import current_revision, head_revision, make_engine, upgrade
+    from orchestrator.results.db import results
+    from orchestrator.results.db.engine import current_revision, head_revision, make_engine, upgrade
 
     engine = make_engine(db_url)
     upgrade(engine, "0003")
@@ -227,14 +227,14 @@ def test_upgrade_to_clustered_result_rows_keeps_every_row(workdir: Path, db_url:
             plan = " ".join(str(r[-1]) for r in conn.execute(sa.text("EXPLAIN QUERY PLAN " + GROUPED)))
             assert "TEMP B-TREE" not in plan, plan
         # The per-attempt rewrite still finds its row by attempt id.
-        from orchestrator.db.engine import session_factory
+        from orchestrator.results.db.engine import session_factory
 
         with session_factory(engine).begin() as session:
             results.record_results(session, [1, 2])
         assert snapshot() == before
         from alembic import command
 
-        from orchestrator.db.engine import _alembic_config
+        from orchestrator.results.db.engine import _alembic_config
 
         config = _alembic_config()
         with engine.begin() as conn:

@@ -9,8 +9,8 @@ import pytest
 import submitit
 from submitit.core import plugins
 
-from orchestrator.executors import FailureClass, JobRequest, JobState, executor_for
-from orchestrator.executors.pbs import OrchPbsExecutor, PbsExecutor, PbsJobEnvironment
+from orchestrator.run.executors import FailureClass, JobRequest, JobState, executor_for
+from orchestrator.run.executors.pbs import OrchPbsExecutor, PbsExecutor, PbsJobEnvironment
 
 
 def request(tmp_path: Path, name: str, body: str, shape: str = "", directives: str = "") -> JobRequest:

@@ -105,7 +105,7 @@ def test_a_qsub_that_answers_late_is_not_submitted_twice(pbs, tmp_path: Path) ->
     env = {"ORCH_SUBMIT_GRACE_S": "3"}  # the qsub timeout follows: 1.5 s
     orch(tmp_path, "plan", str(sweep), check=True, env=env)
     full = {**os.environ, "ORCH_SITES_PATH": str(tmp_path / "sites"), **env}
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", "late"], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "submit", "--sweep", "late"], cwd=tmp_path,
                             env=full, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 10
     while not first.exists() and time.time() < deadline:
@@ -154,14 +154,14 @@ def test_an_intent_is_never_handed_back_while_the_server_cannot_be_asked(pbs, tm
 def test_submit_grace_outlasts_the_submit_commands(monkeypatch: pytest.MonkeyPatch) -> None:
     """An intent is handed back to `planned` only after any qsub or sbatch for it has been given up
     on, by a margin: the grace is derived from the commands' timeout, for both schedulers."""
-    from orchestrator.executors.base import submit_window
-    from orchestrator.executors.pbs.plugin import qsub_timeout_s
-    from orchestrator.follow import submit_grace
+    from orchestrator.run.executors.base import submit_window
+    from orchestrator.run.executors.pbs.plugin import qsub_timeout_s
+    from orchestrator.run.follow import submit_grace
 
     monkeypatch.delenv("ORCH_SUBMIT_GRACE_S", raising=False)
     timeout, grace = submit_window()
     assert submit_grace().total_seconds() == grace >= timeout + 60 and qsub_timeout_s() == timeout
-    code = ("import sys; from orchestrator.executors import slurm; from orchestrator.follow import submit_grace; "
+    code = ("import sys; from orchestrator.run.executors import slurm; from orchestrator.run.follow import submit_grace; "
             "g = submit_grace().total_seconds(); sys.exit(0 if g - slurm.SBATCH_TIMEOUT_S >= min(60, g / 2) else 1)")
     for override in (None, "8", "600"):
         env = {k: v for k, v in os.environ.items() if k != "ORCH_SUBMIT_GRACE_S"}
@@ -219,7 +219,7 @@ def test_a_long_submit_keeps_its_intents_while_status_runs(pbs, tmp_path: Path) 
     env = {"ORCH_SUBMIT_GRACE_S": "24"}
     orch(tmp_path, "plan", str(sweep), check=True, env=env)
     full = {**os.environ, "ORCH_SITES_PATH": str(tmp_path / "sites"), **env}
-    submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", "slow"], cwd=tmp_path,
+    submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "submit", "--sweep", "slow"], cwd=tmp_path,
                               env=full, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started = time.time()
     while submit.poll() is None:

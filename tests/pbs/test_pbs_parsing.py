@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.executors.base import FailureClass, JobState
-from orchestrator.executors.pbs import (
+from orchestrator.run.executors.base import FailureClass, JobState
+from orchestrator.run.executors.pbs import (
     QSTAT_QUERY,
     classify_exit,
     exec_hosts,

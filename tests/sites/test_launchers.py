@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.expand import RunSpec
-from orchestrator.launchers import LaunchRequest, Launcher, get_launcher
-from orchestrator.render import RunFiles, render_script
-from orchestrator.resolve import resolve
-from orchestrator.sites import SiteProfile, load_site
+from orchestrator.plan.expand import RunSpec
+from orchestrator.sites.launchers import LaunchRequest, Launcher, get_launcher
+from orchestrator.plan.render import RunFiles, render_script
+from orchestrator.plan.resolve import resolve
+from orchestrator.sites.profiles import SiteProfile, load_site
 
 
 def req(**kw) -> LaunchRequest:
@@ -26,7 +26,7 @@ def req(**kw) -> LaunchRequest:
 def test_registry_has_every_launcher() -> None:
     assert {"python", "single", "torchrun", "srun", "mpiexec", "mpirun", "deepspeed", "gaudi_spawn"} <= set(
         Launcher.registry)
-    # Vendor runners (orchestrator/vendors/, tested in tests/vendors/) register when first looked up.
+    # Vendor runners (orchestrator/sites/vendors/, tested in tests/vendors/) register when first looked up.
     assert get_launcher("sambaflow").name == "sambaflow" and get_launcher("cerebras").name == "cerebras"
     with pytest.raises(KeyError, match="unknown launcher 'nope'"):
         get_launcher("nope")

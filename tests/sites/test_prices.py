@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from orchestrator.errors import UserError
-from orchestrator.sites import available_sites, load_site
+from orchestrator.sites.profiles import available_sites, load_site
 
 REPO = Path(__file__).resolve().parents[2]
 

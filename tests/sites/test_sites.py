@@ -17,11 +17,11 @@ import pytest
 
 from orchestrator import paths
 from orchestrator.errors import UserError
-from orchestrator.expand import RunSpec
-from orchestrator.render import RunFiles, render_script
-from orchestrator.resolve import Resolved, resolve
-from orchestrator.sites import SiteProfile, available_sites, load_site
-from orchestrator.vendors.base import check_case
+from orchestrator.plan.expand import RunSpec
+from orchestrator.plan.render import RunFiles, render_script
+from orchestrator.plan.resolve import Resolved, resolve
+from orchestrator.sites.profiles import SiteProfile, available_sites, load_site
+from orchestrator.sites.vendors.base import check_case
 from tests.conftest import run_orch, write
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -41,7 +41,7 @@ def targets() -> list[str]:
 
 def spec(target: str, devices: int, precision: str, walltime_s: int = 1800) -> RunSpec:
     site, _, system = target.partition(":")
-    # A GEMM; on a system that runs a vendor's own tool (orchestrator/vendors/), a model it runs.
+    # A GEMM; on a system that runs a vendor's own tool (orchestrator/sites/vendors/), a model it runs.
     workload, batch, seq, params = check_case(load_site(target).launcher.name) or (
         "gemm", None, None, (("m", 4096), ("n", 4096), ("k", 4096)))
     return RunSpec(sweep="golden", experiment=workload, workload=workload, site=site, system=system or None,
@@ -205,11 +205,11 @@ def test_site_specific_requests() -> None:
     assert jade == {1: "small", 2: "big", 8: "big"}
     assert resolved("jade2", 1, queue="devel").placement.queue == "devel"
     # The AI Testbed's vendor systems run the vendor's own application, then orch's adapter
-    # (orchestrator/vendors/; their command lines are checked in tests/vendors/).
+    # (orchestrator/sites/vendors/; their command lines are checked in tests/vendors/).
     sn = script("alcf-ai-testbed:sambanova", 16)
     assert "#SBATCH --gres=rdu:8\n" in sn and " compile -b 32 " in sn and "--pef-name=orch_bert" in sn
     assert "-- srun --nodes=2 --ntasks-per-node=8 --mpi=pmi2 python " in sn and " --pef=pef/orch_bert/orch_bert.pef" in sn
-    assert sn.index(" compile ") < sn.index(" run -b ") < sn.index("-m orchestrator.vendors.sambanova --from vendor.log")
+    assert sn.index(" compile ") < sn.index(" run -b ") < sn.index("-m orchestrator.sites.vendors.sambanova --from vendor.log")
     gc = script("alcf-ai-testbed:graphcore", 16)
     assert "#SBATCH --ipus=16\n" in gc and "#SBATCH --partition=p64\n" in gc and "#SBATCH --ntasks-per-node=1\n" in gc
     assert "srun --nodes=1 --ntasks=1 poprun " in gc and "--num-replicas=16 " in gc

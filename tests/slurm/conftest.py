@@ -1,6 +1,6 @@
 """Fixtures for the tests against the real sandbox Slurm cluster.
 
-The ``cluster`` fixture brings the cluster up (``orchestrator.sandbox.up``) once per
+The ``cluster`` fixture brings the cluster up (``orchestrator.sites.sandbox.up``) once per
 session and FAILS the tests that need it when it cannot: a Slurm that does not
 come up is a broken test environment, never a reason to skip.
 """
@@ -14,8 +14,8 @@ from typing import Iterable
 
 import pytest
 
-from orchestrator.executors.base import JobInfo, JobRequest
-from orchestrator.executors.slurm import SlurmExecutor
+from orchestrator.run.executors.base import JobInfo, JobRequest
+from orchestrator.run.executors.slurm import SlurmExecutor
 
 HERE = Path(__file__).parent
 
@@ -28,7 +28,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def cluster():
-    from orchestrator import sandbox
+    from orchestrator.sites import sandbox
 
     if os.geteuid() != 0:
         pytest.fail("the Slurm sandbox tests need root (sandbox.up installs and starts daemons)")

@@ -17,9 +17,9 @@ import uuid
 
 import pytest
 
-from orchestrator import sandbox
-from orchestrator.executors.base import FailureClass, JobState
-from orchestrator.executors.slurm import SlurmExecutor
+from orchestrator.sites import sandbox
+from orchestrator.run.executors.base import FailureClass, JobState
+from orchestrator.run.executors.slurm import SlurmExecutor
 
 pytestmark = pytest.mark.slurm
 
@@ -230,7 +230,7 @@ def test_a_name_in_two_array_manifests_finds_the_array_slurm_has(cluster, slurm_
 def test_find_by_name_raises_when_slurm_cannot_be_asked(cluster, slurm_root, new_request, tmp_path, monkeypatch):
     """"Not found" hands a run back to be submitted again: it must mean Slurm was asked and does not
     know the job. A failed sacct, or a failed squeue for names sacct lacks, raises instead."""
-    from orchestrator.executors.slurm import SlurmError
+    from orchestrator.run.executors.slurm import SlurmError
 
     ex = SlurmExecutor(slurm_root / "raise" / "sched")
     (tmp_path / "sacct").write_text("#!/bin/sh\necho 'sacct: error: Problem talking to the database' >&2\nexit 1\n")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.executors.base import FailureClass, JobRequest, JobState
-from orchestrator.executors.slurm import (
+from orchestrator.run.executors.base import FailureClass, JobRequest, JobState
+from orchestrator.run.executors.slurm import (
     array_wrapper_text,
     classify,
     expand_job_id,

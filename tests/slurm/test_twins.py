@@ -27,12 +27,12 @@ import pytest
 
 from sqlalchemy import text as text_sql
 
-from orchestrator import sandbox
-from orchestrator.db.engine import open_database
-from orchestrator.plan import plan_sweep
-from orchestrator.sitecheck import NoTwinError, check_site, rehearsal_profile, sbatch_test_only
-from orchestrator.sites import load_site
-from orchestrator.sweep import parse_sweep
+from orchestrator.sites import sandbox
+from orchestrator.results.db.engine import open_database
+from orchestrator.plan.record import plan_sweep
+from orchestrator.run.sitecheck import NoTwinError, check_site, rehearsal_profile, sbatch_test_only
+from orchestrator.sites.profiles import load_site
+from orchestrator.plan.sweep import parse_sweep
 from orchestrator.timefmt import parse_walltime
 from tests.conftest import run_orch, write
 
@@ -231,7 +231,7 @@ def test_a_tiny_run_completes_on_the_twin_with_the_sites_directives(twin: str, t
     # The directives are the site's own: the same shape planned on the real profile. A system that
     # runs a vendor's tool cannot run the GEMM there (it is skipped), so its representative model
     # (the one `orch sites check` submits) stands in: the #SBATCH header depends on the shape only.
-    from orchestrator.sitecheck import check_case
+    from orchestrator.run.sitecheck import check_case
 
     real_experiments = ""
     for index, target in enumerate(targets):

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from orchestrator.db.bulk import insert_rows
-from orchestrator.db.engine import open_database
-from orchestrator.db.models import Attempt, Environment, Metrics, MetricValue, Run, SweepRecord
-from orchestrator.db.results import record_results
-from orchestrator.ingest import collect
+from orchestrator.results.db.bulk import insert_rows
+from orchestrator.results.db.engine import open_database
+from orchestrator.results.db.models import Attempt, Environment, Metrics, MetricValue, Run, SweepRecord
+from orchestrator.results.db.results import record_results
+from orchestrator.results.ingest import collect
 
 GOOD = {
     "schema": "orch.metrics/1", "workload": "gemm", "precision": "fp32", "world_size": 2,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from orchestrator.expand import expand
-from orchestrator.sweep import parse_sweep
+from orchestrator.plan.expand import expand
+from orchestrator.plan.sweep import parse_sweep
 
 SWEEP = """\
 name: demo
@@ -44,7 +44,7 @@ def test_cross_product_with_zip_and_exclude() -> None:
 def test_ids_are_unique_and_stable_across_processes() -> None:
     ids = [r.id for r in runs()]
     assert len(set(ids)) == len(ids)
-    code = ("import sys; from orchestrator.expand import expand; from orchestrator.sweep import parse_sweep;"
+    code = ("import sys; from orchestrator.plan.expand import expand; from orchestrator.plan.sweep import parse_sweep;"
             "print(' '.join(r.id for r in expand(parse_sweep('s.yaml', sys.stdin.read()).sweep)))")
     other = subprocess.run([sys.executable, "-c", code], input=SWEEP, capture_output=True, text=True, check=True)
     assert other.stdout.split() == ids

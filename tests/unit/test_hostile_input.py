@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import SourceError
-from orchestrator.ingest import parse_metrics, read_metrics
-from orchestrator.render import RenderError, directive
-from orchestrator.sweep import parse_sweep
+from orchestrator.results.ingest import parse_metrics, read_metrics
+from orchestrator.plan.render import RenderError, directive
+from orchestrator.plan.sweep import parse_sweep
 
 BASE = """\
 name: demo
@@ -160,7 +160,7 @@ def test_files_that_are_not_plain_metrics_files_are_never_read(tmp_path: Path) -
 @pytest.mark.parametrize("sizes", ["1e400", "`id`"])
 def test_a_value_the_memory_model_cannot_read_does_not_crash_the_plan(tmp_path: Path, sizes: str) -> None:
     """Found by the mutated sweeps: allreduce sizes past any float, or not numbers at all."""
-    from orchestrator.plan import plan_sweep
+    from orchestrator.plan.record import plan_sweep
 
     text = BASE.format(workload="allreduce", grid=f"sizes: '{sizes}'").replace("devices: [1]", "devices: [2]")
     plans = plan_sweep(parse_sweep("sweep.yaml", text), tmp_path / "runs")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.ingest import read_metrics
+from orchestrator.results.ingest import read_metrics
 
 GOOD = {
     "schema": "orch.metrics/1", "workload": "gemm", "precision": "fp32", "world_size": 2,
@@ -54,10 +54,10 @@ def test_collecting_the_same_metrics_twice_changes_nothing(db_url: str) -> None:
     """On SQLite and PostgreSQL: a second ingest of the same attempt adds no row and no environment."""
     from sqlalchemy import func, select
 
-    from orchestrator.db.engine import open_database
-    from orchestrator.db.models import Attempt, Environment, Metrics, Run, SweepRecord
-    from orchestrator.ingest import store_metrics_many
-    from orchestrator.metrics_schema import MetricsFile
+    from orchestrator.results.db.engine import open_database
+    from orchestrator.results.db.models import Attempt, Environment, Metrics, Run, SweepRecord
+    from orchestrator.results.ingest import store_metrics_many
+    from orchestrator.results.metrics_schema import MetricsFile
 
     sessions = open_database(db_url)
     metrics = MetricsFile.model_validate(GOOD)

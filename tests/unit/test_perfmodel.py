@@ -1,4 +1,4 @@
-"""The time model (orchestrator/perfmodel/): FLOPs, pipeline bubble, tensor-parallel volume,
+"""The time model (orchestrator/predict/perfmodel/): FLOPs, pipeline bubble, tensor-parallel volume,
 ranking, and the site profiles' network section."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import UserError
-from orchestrator.perfmodel import Efficiency, Layout, ModelShape, estimate, machine_from_site
-from orchestrator.perfmodel.search import gpt_shape, rank
-from orchestrator.perfmodel.transformer import bubble_fraction
-from orchestrator.sites import load_site
+from orchestrator.predict.perfmodel import Efficiency, Layout, ModelShape, estimate, machine_from_site
+from orchestrator.predict.perfmodel.search import gpt_shape, rank
+from orchestrator.predict.perfmodel.transformer import bubble_fraction
+from orchestrator.sites.profiles import load_site
 from workloads import flops
 
 # Compute only: every op at peak, memory and network free, no launch cost.
@@ -154,8 +154,8 @@ def test_fit_recovers_the_factors_that_produced_the_times(tmp_path: Path) -> Non
     """Step times made by the model with other factors (a slower device than the defaults say):
     the fit brings the mean error from tens of per cent to near zero, and the stored factors are
     what later predictions on that device use."""
-    from orchestrator.perfmodel.calibration import Sample, efficiency_for, fit, mean_abs_error, store
-    from orchestrator.perfmodel.runmodel import run_model
+    from orchestrator.predict.perfmodel.calibration import Sample, efficiency_for, fit, mean_abs_error, store
+    from orchestrator.predict.perfmodel.runmodel import run_model
 
     machine = machine_from_site(load_site("local"))
     truth = Efficiency(matmul=0.2, memory=0.3, network=0.4, op_overhead_us=60.0)
@@ -178,7 +178,7 @@ def test_fit_recovers_the_factors_that_produced_the_times(tmp_path: Path) -> Non
 
 
 def test_run_model_reads_gpt2_runs_and_gemm() -> None:
-    from orchestrator.perfmodel.runmodel import run_model, run_seconds
+    from orchestrator.predict.perfmodel.runmodel import run_model, run_seconds
 
     run = run_model("gpt2", {"model": "gpt2", "grad_accum": 4}, devices=4, precision="bf16", strategy="zero2",
                     batch_size=2, seq_len=512)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.expand import RunSpec
-from orchestrator.render import RenderError, RunFiles, directive, render_script, shell_line
-from orchestrator.resolve import resolve
-from orchestrator.sites import SiteProfile
+from orchestrator.plan.expand import RunSpec
+from orchestrator.plan.render import RenderError, RunFiles, directive, render_script, shell_line
+from orchestrator.plan.resolve import resolve
+from orchestrator.sites.profiles import SiteProfile
 
 
 def site(**overrides) -> SiteProfile:
@@ -137,7 +137,7 @@ def test_directive_values_refuse_anything_that_could_break_the_line(value: str) 
 def test_undefined_template_variables_are_errors(tmp_path: Path) -> None:
     (tmp_path / "tpl").mkdir()
     (tmp_path / "tpl" / "broken.sh.j2").write_text("#!/bin/bash\necho {{ no_such_thing }}\n")
-    from orchestrator.render import environment
+    from orchestrator.plan.render import environment
 
     resolved = resolve(spec(), site(template="broken.sh.j2"), {}, "python3")
     with pytest.raises(RenderError, match="no_such_thing"):

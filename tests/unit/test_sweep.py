@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.errors import SourceError
-from orchestrator.sweep import parse_sweep
+from orchestrator.plan.sweep import parse_sweep
 
 GOOD = """\
 name: demo

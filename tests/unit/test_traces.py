@@ -1,4 +1,4 @@
-"""Which traces a memory prediction is made of (workloads/traces.py), without tracing anything:
+"""Which traces a memory prediction is made of (orchestrator/predict/traces.py), without tracing anything:
 what a plan traces ahead, side by side, must be exactly what each run's prediction reads."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from workloads import traces
-from workloads.memory import Inputs
+from orchestrator.predict import traces
+from orchestrator.predict.memory import Inputs
 
 BASE = {"batch_size": 4, "seq_len": 64, "vocab_size": 512}
 

@@ -1,4 +1,4 @@
-"""Each vendor adapter, run as the rendered script runs it (``python -m orchestrator.vendors.<v>
+"""Each vendor adapter, run as the rendered script runs it (``python -m orchestrator.sites.vendors.<v>
 --from <log> --output metrics.json ...``, in a real process with torch and pydantic made
 unimportable, as in a vendor's own environment), on a real output excerpt of the vendor's tool
 reproduced from a public page (tests/vendors/samples/, each file's header cites its source).
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.metrics_schema import MetricsFile
+from orchestrator.results.metrics_schema import MetricsFile
 from tests.conftest import REPO
 
 SAMPLES = Path(__file__).resolve().parent / "samples"
@@ -32,7 +32,7 @@ RUNNER = ("import runpy, sys\n"
 
 def adapt(tmp_path: Path, vendor: str, sample: str, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "metrics.json"
-    proc = subprocess.run([sys.executable, "-c", RUNNER, f"orchestrator.vendors.{vendor}",
+    proc = subprocess.run([sys.executable, "-c", RUNNER, f"orchestrator.sites.vendors.{vendor}",
                            "--from", str(SAMPLES / sample), "--output", str(out), *args],
                           cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(REPO)}, timeout=60)
     return proc, out
@@ -158,7 +158,7 @@ def test_output_without_figures_is_one_line_and_no_file(tmp_path: Path, vendor: 
 
 def test_capture_keeps_the_output_and_the_exit_status(tmp_path: Path) -> None:
     tool = "import os, sys; print('out', os.environ.get('ORCH_X')); print('err', file=sys.stderr); sys.exit(4)"
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.vendors.capture", "--expand", "--log", "v.log", "--",
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.sites.vendors.capture", "--expand", "--log", "v.log", "--",
                            sys.executable, "-c", tool + " # ${ORCH_X}"], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(REPO), "ORCH_X": "42"}, timeout=60)
     assert proc.returncode == 4
@@ -169,7 +169,7 @@ def test_capture_keeps_the_output_and_the_exit_status(tmp_path: Path) -> None:
 def test_params_overlay_writes_the_runs_values(tmp_path: Path) -> None:
     base = tmp_path / "base.yaml"
     base.write_text("train_input:\n  batch_size: 95\nmodel:\n  num_hidden_layers: 48\n  fp16_type: cbfloat16\n")
-    subprocess.run([sys.executable, "-m", "orchestrator.vendors.params", "--base", str(base), "--set",
+    subprocess.run([sys.executable, "-m", "orchestrator.sites.vendors.params", "--base", str(base), "--set",
                     "train_input.batch_size=8", "--set", "model.fp16_type=bfloat16", "--set",
                     "runconfig.log_steps=1", "--output", "p.yaml"], cwd=tmp_path, check=True,
                    env={"PYTHONPATH": str(REPO)}, timeout=60)

@@ -6,8 +6,8 @@ every rendered script, each program started as ``-m <module>`` / ``--module <mod
 
 - one of orch's workloads, whose command line parses with the workload's own argument parser
   (``workloads.harness.cli.parse_args`` with its registry entry), or
-- a vendor runner's pieces: ``orchestrator.vendors.capture`` (the vendor's own tool, output kept
-  in a log), ``orchestrator.vendors.params``, and the adapter of a registered vendor runner, whose
+- a vendor runner's pieces: ``orchestrator.sites.vendors.capture`` (the vendor's own tool, output kept
+  in a log), ``orchestrator.sites.vendors.params``, and the adapter of a registered vendor runner, whose
   command line parses with the adapter's parser and reads the log the capture step wrote;
 
 and every script starts at least one of the two. A planned run that fails this is the bug of
@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.sites import load_site
-from orchestrator.vendors.base import runners
+from orchestrator.sites.profiles import load_site
+from orchestrator.sites.vendors.base import runners
 from tests.conftest import REPO, run_orch
 from workloads import registry
 from workloads.harness.cli import parse_args
@@ -34,7 +34,7 @@ BUILTIN = ["alcf-ai-testbed", "baskerville", "cosma8", "dawn", "jade2", "local",
 # Every site's account and QoS, so that no run is skipped for want of one.
 ENV = {"ORCH_ACCOUNT": "proj", "ORCH_QOS": "qos", "ORCH_POLARIS_PROJECT": "proj",
        "ORCH_AI_TESTBED_PROJECT": "proj", "OMP_NUM_THREADS": "1"}
-VENDOR_HELPERS = {"orchestrator.vendors.capture", "orchestrator.vendors.params"}
+VENDOR_HELPERS = {"orchestrator.sites.vendors.capture", "orchestrator.sites.vendors.params"}
 
 
 def targets() -> list[str]:
@@ -85,7 +85,7 @@ def check_script(script: str, adapter_modules: dict[str, object]) -> str | None:
                 parse_args(by_module[module], tail)
             except SystemExit:
                 return f"{module} rejects its command line: {shlex.join(tail)}"
-        elif module == "orchestrator.vendors.capture":
+        elif module == "orchestrator.sites.vendors.capture":
             logs.append(args[args.index("--log") + 1])
             if "--" not in args or not args[args.index("--") + 1:]:
                 return "capture without a vendor command"
@@ -141,7 +141,7 @@ def test_the_check_catches_what_issue_14_found() -> None:
     assert check_script("python run.py CSX --params params.yaml --num_csx=1 --mode train\n", found) == \
         "starts neither an orch workload nor a vendor adapter"
     assert "which no capture step" in check_script(
-        "python -m orchestrator.vendors.groq --from other.log --output m.json --workload resnet50 "
+        "python -m orchestrator.sites.vendors.groq --from other.log --output m.json --workload resnet50 "
         "--precision fp16\n", found)
     assert check_script("deepspeed --num_nodes=1 --num_gpus=8 --no_local_rank --module workloads.gemm "
                         "--precision bf16 --device hpu --output m.json\n", found) is None

@@ -1,7 +1,7 @@
 """Vendor runners as the planner uses them: what each renders for a run of the studies, and the
-runs each refuses, planned as skipped with the reason (through :func:`orchestrator.resolve.resolve`).
+runs each refuses, planned as skipped with the reason (through :func:`orchestrator.plan.resolve.resolve`).
 
-The command lines are the ALCF AI Testbed pages' (cited in each orchestrator/vendors/ module);
+The command lines are the ALCF AI Testbed pages' (cited in each orchestrator/sites/vendors/ module);
 nothing here reaches vendor hardware, which is not available to these tests.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.expand import RunSpec
-from orchestrator.resolve import Resolved, resolve
-from orchestrator.sites import load_site
-from orchestrator.vendors.base import runner_for
+from orchestrator.plan.expand import RunSpec
+from orchestrator.plan.resolve import Resolved, resolve
+from orchestrator.sites.profiles import load_site
+from orchestrator.sites.vendors.base import runner_for
 
 ENV = {"ORCH_AI_TESTBED_PROJECT": "proj"}
 
@@ -37,11 +37,11 @@ def test_sambanova_gpt2_xl_compiles_then_runs_data_parallel_then_adapts() -> Non
     assert compile_[compile_.index("-b") + 1] == "16" and "--data-parallel" in compile_
     assert compile_[compile_.index("-ws") + 1] == "2" and "--pef-name=orch_gpt2" in compile_
     assert any(w.endswith("gpt2_config_xl_50260.json") for w in compile_)
-    assert run[:6] == ["python", "-m", "orchestrator.vendors.capture", "--log", "vendor.log", "--"]
+    assert run[:6] == ["python", "-m", "orchestrator.sites.vendors.capture", "--log", "vendor.log", "--"]
     assert run[6:10] == ["srun", "--nodes=2", "--ntasks-per-node=8", "--mpi=pmi2"]
     assert run[run.index("--max_steps") + 1] == "12" and "--reduce-on-rdu" in run
     assert "--pef=pef/orch_gpt2/orch_gpt2.pef" in run and run[run.index("-b") + 1] == "16"
-    assert adapt[:7] == ["python", "-m", "orchestrator.vendors.sambanova", "--from", "vendor.log", "--output",
+    assert adapt[:7] == ["python", "-m", "orchestrator.sites.vendors.sambanova", "--from", "vendor.log", "--output",
                          "metrics.json"]
 
 
@@ -60,7 +60,7 @@ def test_cerebras_writes_the_runs_values_into_the_model_zoos_params() -> None:
 def test_graphcore_replicas_and_the_partition_named_at_run_time() -> None:
     (run, adapt) = commands(plan("graphcore", "gpt2", "fp16", devices=16, batch=1, seq=1024, model="gpt2",
                                  grad_accum=2048))
-    assert run[:4] == ["python", "-m", "orchestrator.vendors.capture", "--log"]
+    assert run[:4] == ["python", "-m", "orchestrator.sites.vendors.capture", "--log"]
     assert run[run.index("--replication-factor") + 1] == "4" and run[run.index("--ipus-per-replica") + 1] == "4"
     assert adapt[adapt.index("--samples-per-step") + 1] == str(1 * 2048 * 4 * 8)
     (resnet, _) = commands(plan("graphcore", "resnet50", "fp16", devices=4, batch=32, mode="train"))
@@ -71,7 +71,7 @@ def test_graphcore_replicas_and_the_partition_named_at_run_time() -> None:
 def test_groq_runs_the_proof_point() -> None:
     (run, adapt) = commands(plan("groq", "distilbert", "fp16", batch=1, seq=128))
     assert run[-1] == "groqflow/proof_points/natural_language_processing/distilbert/distilbert.py"
-    assert adapt[2] == "orchestrator.vendors.groq"
+    assert adapt[2] == "orchestrator.sites.vendors.groq"
 
 
 @pytest.mark.parametrize("system, workload, precision, kw, reason", [

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.workloads.workload_helpers import load_valid, run_module, undocumented
-from workloads import layouts, memory
+from workloads import layouts
+from orchestrator.predict import memory
 
 # Two steps, no warm-up: the reported loss is the second step's, after one update.
 TINY = ["--model", "tiny", "--batch-size", "2", "--seq-len", "32", "--warmup", "0", "--iters", "2",

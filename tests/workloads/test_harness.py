@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.metrics_schema import MetricsFile
+from orchestrator.results.metrics_schema import MetricsFile
 from tests.workloads.workload_helpers import REPO
 from workloads import registry
 from workloads.harness import cli, dist, metrics, timing

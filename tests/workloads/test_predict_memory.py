@@ -1,4 +1,4 @@
-"""Memory predicted from the program (workloads/predict_memory.py) against the real run's peak.
+"""Memory predicted from the program (orchestrator/predict/memory_trace.py) against the real run's peak.
 
 What is measured: ``peak_tensor_bytes``, the gpt2 workload's own figure on CPU (the peak of
 live tensor storage bytes of a rank from the model's construction to the last step, max over
@@ -59,7 +59,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, s
 
 @pytest.fixture(scope="module")
 def predict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from workloads import predict_memory
+    from orchestrator.predict import memory_trace as predict_memory
 
     def _predict(model: str, strategy: str, precision: str, ranks: int) -> int:
         return predict_memory.predict_bytes({"model": model, "strategy": strategy, "precision": precision,
@@ -81,7 +81,7 @@ def test_predicted_peak_within_10_percent_of_the_real_run(measured: dict[Any, An
     line = (f"{model} {strategy} {precision} {ranks} rank(s): measured {real:.0f} B, predicted {predicted} B, "
             f"error {error:+.3%}")
     if strategy.startswith("zero"):  # DeepSpeed's reduce bucket is most of it: the rest, on its own
-        from workloads.traces import DS_REDUCE_BUCKET
+        from orchestrator.predict.traces import DS_REDUCE_BUCKET
 
         bucket = DS_REDUCE_BUCKET * (4 if precision == "fp32" else 2)
         line += f"; without the bucket {(predicted - real) / (real - bucket):+.1%}"
@@ -108,7 +108,9 @@ def test_sharding_lowers_the_predicted_peak_per_rank(predict: Any) -> None:
 def test_fsdp_beyond_4_ranks_extrapolates_to_what_a_direct_trace_gives(predict: Any, strategy: str) -> None:
     """FSDP on 8 ranks is predicted as a + b/N from the 2- and 4-rank traces (traces.by_ranks):
     the same bytes as tracing 8 ranks directly, and less per rank than on 4."""
-    from workloads import memory, predict_memory, traces
+    from orchestrator.predict import memory
+    from orchestrator.predict import memory_trace as predict_memory
+    from orchestrator.predict import traces
 
     p = {"model": "gpt-micro", "strategy": strategy, "precision": "bf16", "devices": 8, **SHAPE}
     extrapolated = predict("gpt-micro", strategy, "bf16", 8)
@@ -124,7 +126,8 @@ def test_a_deep_model_extrapolates_to_what_a_direct_trace_gives(strategy: str, r
     the same bytes as tracing all 7 layers."""
     from dataclasses import replace
 
-    from workloads import memory, predict_memory
+    from orchestrator.predict import memory
+    from orchestrator.predict import memory_trace as predict_memory
 
     p = {"model": "gpt-micro", "strategy": strategy, "precision": "bf16", "devices": ranks, **SHAPE}
     inputs = memory.Inputs.of(p)
@@ -139,7 +142,8 @@ def test_a_deep_model_extrapolates_to_what_a_direct_trace_gives(strategy: str, r
 @pytest.mark.parametrize("strategy,ranks", [("ddp", 2), ("fsdp-full", 4), ("fsdp-grad-op", 1)])
 def test_many_micro_batches_predict_what_tracing_them_all_gives(predict: Any, strategy: str, ranks: int) -> None:
     """Accumulating 12 micro-batches is traced as 4 (memory.ACCUM_TRACED): the same bytes as all 12."""
-    from workloads import memory, predict_memory
+    from orchestrator.predict import memory
+    from orchestrator.predict import memory_trace as predict_memory
 
     p = {"model": "tiny", "strategy": strategy, "precision": "bf16", "devices": ranks, "grad_accum": 12, **SHAPE}
     predicted = predict_memory.predict_bytes(p)
@@ -150,7 +154,8 @@ def test_many_micro_batches_predict_what_tracing_them_all_gives(predict: Any, st
 
 
 def test_a_prediction_is_cached_in_process_and_on_disk(predict: Any) -> None:
-    from workloads import memory, predict_memory
+    from orchestrator.predict import memory
+    from orchestrator.predict import memory_trace as predict_memory
 
     first = predict("tiny", "fsdp-grad-op", "bf16", 2)
     files = list(memory.cache_dir().glob("*.json"))
@@ -164,7 +169,7 @@ def test_a_prediction_is_cached_in_process_and_on_disk(predict: Any) -> None:
     # A plan whose shapes are cached reads them without importing torch (its import is most of
     # a warm plan's time).
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import workloads.memory as m\n"
+            "import orchestrator.predict.memory as m\n"
             f"print(m.program_bytes('gpt2', {{'model': 'tiny', 'strategy': 'fsdp-grad-op', 'precision': 'bf16',"
             f" 'devices': 2, **{SHAPE!r}}}))")
     env_cache = {"ORCH_MEMORY_CACHE": str(memory.cache_dir())}
@@ -172,9 +177,9 @@ def test_a_prediction_is_cached_in_process_and_on_disk(predict: Any) -> None:
 
 
 def test_memory_module_imports_without_torch(tmp_path: Path) -> None:
-    """The orchestrator imports workloads.memory and workloads.registry on login nodes without torch."""
+    """The orchestrator imports orchestrator.predict.memory and workloads.registry on login nodes without torch."""
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import workloads.memory as m, workloads.registry as r\n"
+            "import orchestrator.predict.memory as m, workloads.registry as r\n"
             "w = r.get('gpt2')\n"
             "p = {**w.defaults(), 'model': 'tiny', 'strategy': 'ddp', 'devices': 1, 'precision': 'fp32',"
             " 'batch_size': 4, 'seq_len': 64}\n"
@@ -210,7 +215,9 @@ def test_a_plan_traces_its_missing_shapes_side_by_side_and_gets_the_same_bytes(p
     """memory.prefetch (what `orch plan` calls first) traces every leaf the runs need in worker
     processes; each run's prediction then only reads the caches, so the planning process never
     imports torch, and gives the bytes an in-process trace gives."""
-    from workloads import memory, predict_memory, traces
+    from orchestrator.predict import memory
+    from orchestrator.predict import memory_trace as predict_memory
+    from orchestrator.predict import traces
 
     runs = [{"model": "gpt-micro", "strategy": "fsdp-full", "precision": "bf16", "devices": 8, **SHAPE},
             {"model": "gpt-micro", "strategy": "zero3", "precision": "fp32", "devices": 2, **SHAPE},

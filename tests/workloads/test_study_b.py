@@ -11,7 +11,7 @@ import torch
 
 from tests.conftest import run_orch
 from tests.workloads.workload_helpers import run_module
-from workloads import memory
+from orchestrator.predict import memory
 from workloads.data import plays
 from workloads.data.chars import CharTokenizer, tokenize
 from workloads.models.configs import SIZES, mingpt_params, study_b_config

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from orchestrator.metrics_schema import MetricsFile
+from orchestrator.results.metrics_schema import MetricsFile
 
 REPO = Path(__file__).resolve().parents[2]
 GLOSSARY = REPO / "db" / "glossary_metrics.yaml"

@@ -1,6 +1,6 @@
 """The metrics file (schema ``orch.metrics/1``) and its atomic write.
 
-Kept in step with ``orchestrator/metrics_schema.py`` by the tests; written
+Kept in step with ``orchestrator/results/metrics_schema.py`` by the tests; written
 without importing it, since workloads never import ``orchestrator``.
 """
 

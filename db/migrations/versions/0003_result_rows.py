@@ -20,7 +20,7 @@ TZ = sa.DateTime(timezone=True)
 DERIVED = ("provenance", "cost", "scaling", "repeat_spread", "throughput")
 METRICS = ("tokens_per_s", "samples_per_s", "tflops", "tflops_per_device", "mfu", "peak_mem_gb", "step_time_s",
            "step_time_p50_s", "step_time_p90_s", "step_time_std_s", "epoch_time_s", "bandwidth_gbs")
-# Frozen copy of the row query as of this revision (the application's lives in orchestrator/db/results.py).
+# Frozen copy of the row query as of this revision (the application's lives in orchestrator/results/db/results.py).
 BACKFILL = """
 INSERT INTO result_rows
 SELECT a.id, r.id, r.sweep, r.experiment, r.site, r.system, r.workload, a.state, a.failure_class, a.number,

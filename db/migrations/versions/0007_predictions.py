@@ -1,5 +1,5 @@
 """Predictions stored per run: ``runs.predicted_peak_gb`` (the per-device peak of live tensor
-memory orch predicted when it planned the run, workloads/predict_memory.py) and the
+memory orch predicted when it planned the run, orchestrator/predict/memory_trace.py) and the
 ``prediction_error`` view (db/views/prediction_error_0007.sql) setting it beside the measured peak.
 
 Revision ID: 0007

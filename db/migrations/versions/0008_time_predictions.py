@@ -1,5 +1,5 @@
 """Time predictions stored per run: ``runs.predicted_step_s`` and ``runs.predicted_run_s`` (the
-time model's step and whole-run seconds when orch planned the run, orchestrator/perfmodel/),
+time model's step and whole-run seconds when orch planned the run, orchestrator/predict/perfmodel/),
 and the ``prediction_error`` view (db/views/prediction_error_0008.sql) extended with the
 predicted against the measured step time.
 

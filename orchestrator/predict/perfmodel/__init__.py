@@ -50,9 +50,9 @@ Efficiency factors have documented defaults per device type (:data:`.machine.DEF
 and are replaced by fitted ones (``orch calibrate``, :mod:`.calibration`).
 """
 
-from orchestrator.perfmodel.layout import Layout, enumerate_layouts
-from orchestrator.perfmodel.machine import Efficiency, Machine, machine_from_site
-from orchestrator.perfmodel.transformer import Estimate, ModelShape, estimate
+from orchestrator.predict.perfmodel.layout import Layout, enumerate_layouts
+from orchestrator.predict.perfmodel.machine import Efficiency, Machine, machine_from_site
+from orchestrator.predict.perfmodel.transformer import Estimate, ModelShape, estimate
 
 __all__ = ["Efficiency", "Estimate", "Layout", "Machine", "ModelShape", "enumerate_layouts", "estimate",
            "machine_from_site"]

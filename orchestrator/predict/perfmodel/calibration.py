@@ -1,7 +1,7 @@
 """Efficiency factors fitted to measured runs (`orch calibrate`), stored in the project's
 ``.orch/calibration.yaml`` and used by every later prediction on the same device.
 
-The fit: the four factors of :class:`~orchestrator.perfmodel.machine.Efficiency` (matmul,
+The fit: the four factors of :class:`~orchestrator.predict.perfmodel.machine.Efficiency` (matmul,
 memory, network fractions and the launch cost per op) that minimise the mean absolute log
 error of predicted against measured step time over the runs of one device model (and site),
 by coordinate descent in log space from the defaults (a few hundred model evaluations a run:
@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import yaml
 
-from orchestrator.perfmodel.machine import Efficiency, Machine
+from orchestrator.predict.perfmodel.machine import Efficiency, Machine
 
 FILE_NAME = "calibration.yaml"
 # Bounds of each factor (the CPU's nominal peak may be beaten: its matmul fraction may pass 1).
@@ -133,7 +133,7 @@ def store(efficiency: Efficiency, machine: Machine, *, runs: int, error_before: 
     })
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text("# Efficiency factors fitted by `orch calibrate` (orchestrator/perfmodel/calibration.py).\n"
+    tmp.write_text("# Efficiency factors fitted by `orch calibrate` (orchestrator/predict/perfmodel/calibration.py).\n"
                    + yaml.safe_dump({"entries": entries}, sort_keys=False))
     tmp.replace(path)
     return path

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from orchestrator.sites import SiteProfile
+    from orchestrator.sites.profiles import SiteProfile
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from orchestrator.perfmodel.layout import ZERO_STAGE, Layout
-from orchestrator.perfmodel.machine import Machine
-from orchestrator.perfmodel.transformer import BYTES, ModelShape, step_seconds
+from orchestrator.predict.perfmodel.layout import ZERO_STAGE, Layout
+from orchestrator.predict.perfmodel.machine import Machine
+from orchestrator.predict.perfmodel.transformer import BYTES, ModelShape, step_seconds
 
 GPT_WORKLOADS = {"gpt2": "gpt2", "genslm": "gpt2-xl"}  # workload -> its default model preset
 MODELLED = frozenset({*GPT_WORKLOADS, "gemm"})  # the workloads the time model predicts

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from orchestrator.perfmodel.layout import enumerate_layouts
-from orchestrator.perfmodel.machine import Machine
-from orchestrator.perfmodel.transformer import Estimate, ModelShape, estimate
+from orchestrator.predict.perfmodel.layout import enumerate_layouts
+from orchestrator.predict.perfmodel.machine import Machine
+from orchestrator.predict.perfmodel.transformer import Estimate, ModelShape, estimate
 
 
 def gpt_shape(model: str, seq_len: int, *, vocab: int | None = None, attention: str = "sdpa") -> ModelShape:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from orchestrator.perfmodel.layout import Layout
-from orchestrator.perfmodel.machine import Machine
+from orchestrator.predict.perfmodel.layout import Layout
+from orchestrator.predict.perfmodel.machine import Machine
 
 BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP's bucket_cap_mb default: the all-reduce left after backward
@@ -151,7 +151,7 @@ def _tp_comm(shape: ModelShape, layout: Layout, machine: Machine, tokens: float,
 def _memory(shape: ModelShape, layout: Layout, machine: Machine, precision: str, mb: int,
             micro_batches: int) -> dict[str, float]:
     """Bytes per device of the fullest pipeline stage, by part (perf-model.md's formulas)."""
-    from workloads.memory import model_state_bytes
+    from orchestrator.predict.memory import model_state_bytes
 
     t, p = layout.tp, layout.pp
     h, s_local = shape.hidden, shape.seq_len / layout.cp

@@ -1,7 +1,7 @@
 """Rebuilding ``result_rows`` (the table behind the ``results`` view) from the provenance tables.
 
 ``result_rows`` is derived data: one row per ended attempt, written by
-:func:`orchestrator.db.results.record_results` when the attempt ends. If it is emptied or
+:func:`orchestrator.results.db.results.record_results` when the attempt ends. If it is emptied or
 edited by hand (``orch sql --write "DELETE FROM result_rows"``), ``orch db rebuild-results``
 writes it again from ``runs``, ``attempts`` and ``metrics`` through that same function, so a
 rebuilt row is exactly the row the attempt's end wrote. One transaction: readers see the old
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from orchestrator.db.models import Attempt
-from orchestrator.db.results import record_results
+from orchestrator.results.db.models import Attempt
+from orchestrator.results.db.results import record_results
 
 CHUNK = 5000
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, text
 
-# Attempt states the scheduler still has to be asked about (see orchestrator.follow).
+# Attempt states the scheduler still has to be asked about (see orchestrator.run.follow).
 ACTIVE_ATTEMPTS = ("submitting", "pending", "running")
 
 

@@ -22,8 +22,8 @@ from sqlalchemy.exc import DBAPIError
 
 from orchestrator import __version__
 from orchestrator.errors import UserError
-from orchestrator.report.model import FigureData, Skip
-from orchestrator.report.source import Source
+from orchestrator.results.report.model import FigureData, Skip
+from orchestrator.results.report.source import Source
 
 
 @dataclass
@@ -41,7 +41,7 @@ def build_report(engine: Engine, output: Path, directory: bool, sweeps: list[str
     """Write the report of ``sweeps`` (all when empty) to ``output``: a page, or with
     ``directory`` a folder with index.html and figures/. Raises UserError for a sweep the
     database has no results of, or an output that cannot be written."""
-    from orchestrator.report import draw, figures, page
+    from orchestrator.results.report import draw, figures, page
 
     clock = time.perf_counter()
     seconds: dict[str, float] = {}

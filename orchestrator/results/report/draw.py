@@ -16,7 +16,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from orchestrator.report.model import FigureData, Panel
+from orchestrator.results.report.model import FigureData, Panel
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

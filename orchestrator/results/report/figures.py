@@ -18,9 +18,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orchestrator.report.model import (MAX_CATEGORIES, MAX_PANELS, MAX_POINTS, MAX_SERIES, MAX_TABLE_ROWS,
+from orchestrator.results.report.model import (MAX_CATEGORIES, MAX_PANELS, MAX_POINTS, MAX_SERIES, MAX_TABLE_ROWS,
                                        FigureData, Panel, Point, RefLine, Series, Skip, Table)
-from orchestrator.report.source import (Source, config_label, key_of, number, params_of, shorten,
+from orchestrator.results.report.source import (Source, config_label, key_of, number, params_of, shorten,
                                         system_label)
 
 Builder = Callable[[Source], "FigureData | Skip"]

@@ -14,8 +14,8 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
-from orchestrator.report.model import FigureData, Skip
-from orchestrator.report.source import Source
+from orchestrator.results.report.model import FigureData, Skip
+from orchestrator.results.report.source import Source
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # A run's rendered script and spec go into the page up to this many runs; beyond, the page

@@ -3,7 +3,7 @@
 An executor owns one scheduler's commands: submitting rendered scripts (grouped
 into arrays where the scheduler has them), asking about many jobs in one call,
 cancelling, and finding jobs by name to repair an interrupted submit. It knows
-nothing of the database; :mod:`orchestrator.submit` and :mod:`orchestrator.follow`
+nothing of the database; :mod:`orchestrator.run.submit` and :mod:`orchestrator.run.follow`
 drive it.
 """
 
@@ -131,9 +131,9 @@ class Executor(ABC):
 # Built-in executors, imported on first use (submitit and friends cost start-up time that
 # commands such as `orch sql` should not pay). Executors defined elsewhere register on import.
 BUILTIN_MODULES = {
-    "local": "orchestrator.executors.local",
-    "slurm": "orchestrator.executors.slurm",
-    "pbs": "orchestrator.executors.pbs",
+    "local": "orchestrator.run.executors.local",
+    "slurm": "orchestrator.run.executors.slurm",
+    "pbs": "orchestrator.run.executors.pbs",
 }
 
 
@@ -143,7 +143,7 @@ class SchedulerError(RuntimeError):
 
 # One submit command (sbatch, qsub) may run this long before orch gives up on it. A command
 # given up on may still have reached the server and succeed late, so the grace an intent
-# without a job id gets before it is handed back to ``planned`` (orchestrator.follow) is
+# without a job id gets before it is handed back to ``planned`` (orchestrator.run.follow) is
 # derived from it, never set apart from it: grace = timeout + margin.
 SUBMIT_TIMEOUT_S = 180.0
 SUBMIT_GRACE_MARGIN_S = 60.0
@@ -184,7 +184,7 @@ class BatchExecutor(Executor):
         """When a submit command last started from this folder, by any orch process. One ``orch
         submit`` writes the intents of a whole site first and then runs one submit command per
         array: an intent can wait for its command far longer than one command's timeout.
-        ``orchestrator.follow`` measures the submit grace from this time as well as from the
+        ``orchestrator.run.follow`` measures the submit grace from this time as well as from the
         intent's, so a concurrent ``orch status`` never hands back a run still queued to go."""
         try:
             return datetime.fromtimestamp((self.folder / self.submit_marker).stat().st_mtime, timezone.utc)

@@ -5,7 +5,7 @@ runs in a session of its own (a Ctrl-C of ``orch submit`` does not reach it).
 Any later ``orch`` process can follow a job from the files submitit writes
 (``<folder>/<id>_0_result.pkl``) and from ``/proc``.
 
-Jobs are admitted by cores inside the job (:mod:`orchestrator.executors.local_job`): a
+Jobs are admitted by cores inside the job (:mod:`orchestrator.run.executors.local_job`): a
 job whose run still waits for its cores is pending, and ``<folder>/started/<id>`` says
 when it got them. The capacity is ``$ORCH_LOCAL_CORES``, else the profile's
 ``executor: {cores: N}``, else the cores the job may use.
@@ -27,10 +27,10 @@ import submitit
 import submitit.local.local as submitit_local
 
 from orchestrator.errors import UserError
-from orchestrator.executors.base import Executor, FailureClass, JobInfo, JobRequest, JobState
-from orchestrator.executors.local_controller import MODULE as CONTROLLER_MODULE, SUBMITIT_MODULE
-from orchestrator.executors.local_cores import CAPACITY_ENV, parse_capacity
-from orchestrator.executors.local_job import run_batch_script
+from orchestrator.run.executors.base import Executor, FailureClass, JobInfo, JobRequest, JobState
+from orchestrator.run.executors.local_controller import MODULE as CONTROLLER_MODULE, SUBMITIT_MODULE
+from orchestrator.run.executors.local_cores import CAPACITY_ENV, parse_capacity
+from orchestrator.run.executors.local_job import run_batch_script
 
 # submitit's own timeout: never reached, the job enforces the walltime from when it got its cores.
 CONTROLLER_TIMEOUT_MIN = 60 * 24 * 365
@@ -87,7 +87,7 @@ class _SessionLocalExecutor(submitit.LocalExecutor):
     terminal (SIGINT to the whole group) during a submit also stopped the jobs it had
     started, which were then recorded lost and retried. A local job now outlives its
     submitter as a real scheduler's job does; ``orch cancel`` stops it. The controller is
-    :mod:`orchestrator.executors.local_controller` (submitit's, polling twice a second).
+    :mod:`orchestrator.run.executors.local_controller` (submitit's, polling twice a second).
     """
 
     # submitit's start_controller calls ``subprocess.Popen`` with no way to pass options, so the

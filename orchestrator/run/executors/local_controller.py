@@ -8,7 +8,7 @@ running on both. Twice a second costs nothing measurable; what it delays is noti
 task's end (by at most half a second), which no figure includes: the run's own clock stops
 first and its cores are freed by the task itself.
 
-Started by :class:`orchestrator.executors.local.LocalExecutor` in place of
+Started by :class:`orchestrator.run.executors.local.LocalExecutor` in place of
 ``python -m submitit.local._local FOLDER``; everything else is submitit's.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from submitit.local.local import Controller
 
-MODULE = "orchestrator.executors.local_controller"
+MODULE = "orchestrator.run.executors.local_controller"
 SUBMITIT_MODULE = "submitit.local._local"
 POLLS_PER_S = 2
 

@@ -2,7 +2,7 @@
 
 Runs in the job's own process (pickled by reference, so it must stay importable and
 small). Before the script starts, the job queues for its cores in the machine-wide
-ledger (:mod:`orchestrator.executors.local_cores`): a run of N processes holds N cores,
+ledger (:mod:`orchestrator.run.executors.local_cores`): a run of N processes holds N cores,
 its processes are pinned to them and get ``cores // N`` threads each. The walltime
 counts from that moment, not from submission, so it is enforced here rather than by
 submitit. The script runs in its own process group so a walltime kill or a cancel
@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.executors.local_cores import CoreLedger, Grant
+from orchestrator.run.executors.local_cores import CoreLedger, Grant
 
 # What the script's processes read for their thread pools (torch reads OMP and MKL).
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from orchestrator.executors.base import (BatchExecutor, FailureClass, JobInfo, JobRequest, JobState,
+from orchestrator.run.executors.base import (BatchExecutor, FailureClass, JobInfo, JobRequest, JobState,
                                          SchedulerError, submit_window)
 
 __all__ = [

@@ -1,8 +1,8 @@
 """Vendor runners: AI-accelerator systems programmed through the vendor's own tool.
 
-One module per vendor, each a :class:`~orchestrator.vendors.base.VendorRunner` registered as a
+One module per vendor, each a :class:`~orchestrator.sites.vendors.base.VendorRunner` registered as a
 launcher (``launcher.name`` in the site profile) and an adapter run on the node as
-``python -m orchestrator.vendors.<vendor> --from vendor.log --output metrics.json ...``:
+``python -m orchestrator.sites.vendors.<vendor> --from vendor.log --output metrics.json ...``:
 
 ========== ================================ ==============================================
 launcher   system                           vendor tool
@@ -29,11 +29,11 @@ from __future__ import annotations
 import importlib
 
 # The vendor modules, imported (hence registered) on first use, never at package import: the
-# adapters are run as ``python -m orchestrator.vendors.<vendor>`` and must not import themselves twice.
+# adapters are run as ``python -m orchestrator.sites.vendors.<vendor>`` and must not import themselves twice.
 MODULES = ("cerebras", "sambanova", "graphcore", "groq")
 
 
 def load() -> None:
     """Import every vendor module, registering its runner as a launcher."""
     for name in MODULES:
-        importlib.import_module(f"orchestrator.vendors.{name}")
+        importlib.import_module(f"orchestrator.sites.vendors.{name}")

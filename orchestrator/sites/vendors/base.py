@@ -1,20 +1,20 @@
 """What every vendor runner shares: the registry, the run's values, the three script steps.
 
-A vendor runner is a :class:`orchestrator.launchers.Launcher` (registered the same way, by
+A vendor runner is a :class:`orchestrator.sites.launchers.Launcher` (registered the same way, by
 ``launcher.name`` in a site profile) for a system whose accelerators are programmed through
 the vendor's own tool, not through orch's PyTorch workloads: the Cerebras model zoo, SambaNova's
 SambaFlow apps, Graphcore's PopTorch examples, GroqFlow. For a run it renders, in order:
 
 1. set-up steps the vendor's flow needs (a params file for the model zoo, a compile step);
 2. the vendor's command line, as the vendor's public documentation gives it, started through
-   ``python -m orchestrator.vendors.capture --log vendor.log -- ...`` so that what the tool
+   ``python -m orchestrator.sites.vendors.capture --log vendor.log -- ...`` so that what the tool
    prints is kept in a file as well as in the job's output;
-3. the adapter: ``python -m orchestrator.vendors.<vendor> --from vendor.log --output <metrics>
+3. the adapter: ``python -m orchestrator.sites.vendors.<vendor> --from vendor.log --output <metrics>
    ...``, which reads what the tool printed and writes orch's metrics file (``orch.metrics/1``)
-   with orch's definitions (see :mod:`orchestrator.vendors.metricsdoc`).
+   with orch's definitions (see :mod:`orchestrator.sites.vendors.metricsdoc`).
 
 Which workloads, precisions and parameter values a vendor can run is each runner's
-:meth:`VendorRunner.supports`; :func:`orchestrator.resolve.resolve` asks it once and keeps a
+:meth:`VendorRunner.supports`; :func:`orchestrator.plan.resolve.resolve` asks it once and keeps a
 run it refuses as skipped with the reason.
 
 Everything here is standard-library Python (plus ``workloads.registry``, pure Python): the
@@ -27,11 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from orchestrator.launchers import LaunchRequest, Launcher
+from orchestrator.sites.launchers import LaunchRequest, Launcher
 from workloads import registry
 
 LOG = "vendor.log"  # what the vendor's tool printed (relative to the run directory)
-CAPTURE = "orchestrator.vendors.capture"
+CAPTURE = "orchestrator.sites.vendors.capture"
 # Parameters no vendor run is skipped for: a label, and the warm-up and timed step counts (a
 # runner maps them onto the vendor's step count where its tool takes one; else the adapter
 # applies its own warm-up rule to the steps the tool ran, see each vendor module).
@@ -58,7 +58,7 @@ class Model:
 def run_values(workload: str, args: list[str]) -> dict[str, Any]:
     """The run's values, read back from the workload command line orch built for it.
 
-    ``args`` is :func:`orchestrator.resolve.workload_args`: ``--flag value`` pairs only. The
+    ``args`` is :func:`orchestrator.plan.resolve.workload_args`: ``--flag value`` pairs only. The
     workload's registry entry maps each flag back to its parameter (and type); the harness
     flags (``--precision``, ``--device``, ``--peak-tflops``, ``--output``) keep their names.
     """
@@ -182,7 +182,7 @@ def check_case(launcher_name: str) -> tuple[str, int | None, int | None, tuple[t
 
 def runner_for(launcher_name: str) -> VendorRunner | None:
     """The vendor runner registered as ``launcher_name``, or None for orch's own launchers."""
-    from orchestrator import vendors
+    from orchestrator.sites import vendors
 
     vendors.load()
     cls = Launcher.registry.get(launcher_name)
@@ -192,7 +192,7 @@ def runner_for(launcher_name: str) -> VendorRunner | None:
 
 
 def runners() -> dict[str, type[VendorRunner]]:
-    from orchestrator import vendors
+    from orchestrator.sites import vendors
 
     vendors.load()
     return {name: cls for name, cls in Launcher.registry.items() if issubclass(cls, VendorRunner) and cls.adapter}

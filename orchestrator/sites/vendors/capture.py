@@ -1,4 +1,4 @@
-"""``python -m orchestrator.vendors.capture --log FILE -- COMMAND...``: run a vendor tool, keep its output.
+"""``python -m orchestrator.sites.vendors.capture --log FILE -- COMMAND...``: run a vendor tool, keep its output.
 
 The tool's standard output and error go, line by line and merged, both to this process's
 standard output (the job's log, as without the wrapper) and to ``FILE``, which the adapter reads
@@ -18,7 +18,7 @@ from typing import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.vendors.capture", allow_abbrev=False,
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.sites.vendors.capture", allow_abbrev=False,
                                      description="Run COMMAND; copy its merged output to --log and stdout.")
     parser.add_argument("--log", required=True, metavar="FILE")
     parser.add_argument("--expand", action="store_true",

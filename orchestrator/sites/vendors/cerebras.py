@@ -48,9 +48,9 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from orchestrator.launchers import LaunchRequest
-from orchestrator.vendors import metricsdoc
-from orchestrator.vendors.base import Model, VendorRunner, tokens_per_sample
+from orchestrator.sites.launchers import LaunchRequest
+from orchestrator.sites.vendors import metricsdoc
+from orchestrator.sites.vendors.base import Model, VendorRunner, tokens_per_sample
 
 PARAMS_FILE = "orch-params.yaml"
 ZOO_NLP = "src/cerebras/modelzoo/models/nlp"
@@ -64,7 +64,7 @@ class CerebrasRunner(VendorRunner):
 
     name = "cerebras"
     vendor = "Cerebras CS-2"
-    adapter = "orchestrator.vendors.cerebras"
+    adapter = "orchestrator.sites.vendors.cerebras"
     check_case = ("bert", 256, 128, (("size", "large"),))
     models = {
         "gpt2": Model("model zoo gpt2 (params_gpt2_xl.yaml)", _SOURCE, frozenset({"model", "data"}),
@@ -101,7 +101,7 @@ class CerebrasRunner(VendorRunner):
         data_dir = (opts.get("data_dirs") or {}).get(req.workload)
         if data_dir:
             sets.append(f"train_input.data_dir={data_dir}")
-        params = [req.python, "-m", "orchestrator.vendors.params", "--base", f"{app_dir}/configs/{config}",
+        params = [req.python, "-m", "orchestrator.sites.vendors.params", "--base", f"{app_dir}/configs/{config}",
                   *[w for s in sets for w in ("--set", s)], "--output", PARAMS_FILE]
         run = [req.python, f"{app_dir}/run.py", "CSX", "--params", PARAMS_FILE, f"--num_csx={req.devices}",
                "--mode", "train", "--model_dir", str(opts.get("model_dir", "model_dir"))]
@@ -212,7 +212,7 @@ def figures(parsed: Mapping[str, Any], warmup: int, batch: int, seq_len: int) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = metricsdoc.common_parser("python -m orchestrator.vendors.cerebras",
+    parser = metricsdoc.common_parser("python -m orchestrator.sites.vendors.cerebras",
                                           "Cerebras model zoo output -> orch metrics file")
     parser.add_argument("--batch-size", type=int, required=True, help="global batch (samples per step)")
     return parser

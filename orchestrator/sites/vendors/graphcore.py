@@ -45,9 +45,9 @@ import re
 import sys
 from typing import Any, Mapping, Sequence
 
-from orchestrator.launchers import LaunchRequest
-from orchestrator.vendors import metricsdoc
-from orchestrator.vendors.base import Model, VendorRunner, tokens_per_sample
+from orchestrator.sites.launchers import LaunchRequest
+from orchestrator.sites.vendors import metricsdoc
+from orchestrator.sites.vendors.base import Model, VendorRunner, tokens_per_sample
 
 _PAGE = "argonne-lcf/user-guides docs/ai-testbed/graphcore/example-programs.md"
 GPT2_IPUS = 4  # --ipus-per-replica 4, --layers-per-ipu 0 4 4 4 (the documented GPT-2 layout)
@@ -61,7 +61,7 @@ class GraphcoreRunner(VendorRunner):
 
     name = "poptorch"
     vendor = "Graphcore Bow IPU"
-    adapter = "orchestrator.vendors.graphcore"
+    adapter = "orchestrator.sites.vendors.graphcore"
     check_case = ("resnet50", 32, None, (("mode", "train"), ("size", "full")))
     models = {
         "gpt2": Model("examples nlp/gpt2/pytorch train_gpt2.py (gpt2, 4 IPUs per replica)", _PAGE,
@@ -191,7 +191,7 @@ def figures(text: str, warmup: int, samples_per_step: float, seq_len: int
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = metricsdoc.common_parser("python -m orchestrator.vendors.graphcore",
+    parser = metricsdoc.common_parser("python -m orchestrator.sites.vendors.graphcore",
                                           "Graphcore PopTorch example output -> orch metrics file")
     parser.add_argument("--samples-per-step", type=float, default=0.0,
                         help="samples of one printed step (GPT-2: batch x accumulation x replicas x "

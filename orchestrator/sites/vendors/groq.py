@@ -31,9 +31,9 @@ import argparse
 import sys
 from typing import Any, Mapping, Sequence
 
-from orchestrator.launchers import LaunchRequest
-from orchestrator.vendors import metricsdoc
-from orchestrator.vendors.base import Model, VendorRunner
+from orchestrator.sites.launchers import LaunchRequest
+from orchestrator.sites.vendors import metricsdoc
+from orchestrator.sites.vendors.base import Model, VendorRunner
 
 _SOURCE = "github.com/groq/groqflow proof_points (commit d7fef7e7)"
 PROOF_POINTS = {
@@ -47,7 +47,7 @@ class GroqRunner(VendorRunner):
 
     name = "groqflow"
     vendor = "GroqCard"
-    adapter = "orchestrator.vendors.groq"
+    adapter = "orchestrator.sites.vendors.groq"
     check_case = ("resnet50", 1, None, (("mode", "inference"), ("size", "full")))
     models = {
         "resnet50": Model("GroqFlow proof point resnet50.py (inference, batch 1)", _SOURCE,
@@ -126,7 +126,7 @@ def figures(text: str) -> tuple[dict[str, Any], list[float]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = metricsdoc.common_parser("python -m orchestrator.vendors.groq",
+    parser = metricsdoc.common_parser("python -m orchestrator.sites.vendors.groq",
                                           "GroqFlow proof point output -> orch metrics file")
     return parser
 

@@ -3,7 +3,7 @@
 Standard library only (adapters run in the vendor's environment). The document written is
 ``orch.metrics/1`` exactly as :mod:`workloads.harness.metrics` writes it (same keys, same
 atomic write); the tests validate every adapter's file with
-:class:`orchestrator.metrics_schema.MetricsFile`.
+:class:`orchestrator.results.metrics_schema.MetricsFile`.
 
 Definitions (the same as every orch workload, ``workloads/harness/timing.py``):
 

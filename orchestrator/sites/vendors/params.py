@@ -1,4 +1,4 @@
-"""``python -m orchestrator.vendors.params --base B.yaml --set a.b=V ... --output P.yaml``.
+"""``python -m orchestrator.sites.vendors.params --base B.yaml --set a.b=V ... --output P.yaml``.
 
 The Cerebras model zoo takes everything about a run from one params YAML. The run's values
 (batch size, model size, precision, number of steps) are written over the model zoo's own file
@@ -36,7 +36,7 @@ def apply(doc: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.vendors.params", allow_abbrev=False)
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.sites.vendors.params", allow_abbrev=False)
     parser.add_argument("--base", required=True, help="the model zoo's params YAML for the model")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY.PATH=VALUE")
     parser.add_argument("--output", required=True)

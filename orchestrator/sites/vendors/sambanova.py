@@ -44,9 +44,9 @@ import re
 import sys
 from typing import Any, Mapping, Sequence
 
-from orchestrator.launchers import LaunchRequest
-from orchestrator.vendors import metricsdoc
-from orchestrator.vendors.base import Model, VendorRunner, tokens_per_sample
+from orchestrator.sites.launchers import LaunchRequest
+from orchestrator.sites.vendors import metricsdoc
+from orchestrator.sites.vendors.base import Model, VendorRunner, tokens_per_sample
 
 APPS = "/opt/sambaflow/apps"  # on every SN30 node (example-programs.md)
 HOOK = "nlp/transformers_on_rdu/transformers_hook.py"
@@ -61,7 +61,7 @@ class SambaNovaRunner(VendorRunner):
 
     name = "sambaflow"
     vendor = "SambaNova SN30"
-    adapter = "orchestrator.vendors.sambanova"
+    adapter = "orchestrator.sites.vendors.sambanova"
     single_process = False  # one instance (Slurm task) per RDU
     max_nodes = None
     check_case = ("bert", 32, 128, (("size", "large"),))
@@ -195,7 +195,7 @@ def figures(text: str, seq_len: int) -> tuple[dict[str, Any], list[float], int, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = metricsdoc.common_parser("python -m orchestrator.vendors.sambanova",
+    parser = metricsdoc.common_parser("python -m orchestrator.sites.vendors.sambanova",
                                           "SambaFlow application output -> orch metrics file")
     return parser
 

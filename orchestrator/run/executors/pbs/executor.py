@@ -1,9 +1,9 @@
 """orch's executor for PBS Pro sites (Polaris, the AI Testbed's Groq): ``scheduler = "pbs"``.
 
 It submits orch's rendered batch scripts through the submitit plugin's class
-(:meth:`orchestrator.executors.pbs.plugin.PbsExecutor.submit_script`) and implements
-:class:`orchestrator.executors.base.Executor`; what qstat says is read by
-:mod:`orchestrator.executors.pbs.qstat`.
+(:meth:`orchestrator.run.executors.pbs.plugin.PbsExecutor.submit_script`) and implements
+:class:`orchestrator.run.executors.base.Executor`; what qstat says is read by
+:mod:`orchestrator.run.executors.pbs.qstat`.
 
 Every submission is a small wrapper: the ``#PBS`` directives of the rendered script
 (its ``-N``/``-o``/``-e``/``-J`` are the executor's), then ``bash <script>`` in the
@@ -14,7 +14,7 @@ known to have ended, how, where and for how long.
 
 A job is never called gone because a successful qstat left it out (some qstat clients
 drop operands of a batched query): only an explicit "Unknown Job Id" answer to a query
-about that job alone says PBS does not know it, and ``orchestrator.follow`` still waits
+about that job alone says PBS does not know it, and ``orchestrator.run.follow`` still waits
 its grace before calling the run lost. A server seen dropping operands is remembered in
 the executor folder (``qstat-one-operand``), so later ``orch`` processes ask it one
 operand per call from the start.
@@ -37,9 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from orchestrator.executors.base import BatchExecutor, FailureClass, JobInfo, JobRequest, JobState
-from orchestrator.executors.pbs.plugin import PbsExecutor, qsub_timeout_s
-from orchestrator.executors.pbs.qstat import (FINISHED_STATES, RC_JOB_FINISHED, RC_UNKNOWN_JOB, PbsError,
+from orchestrator.run.executors.base import BatchExecutor, FailureClass, JobInfo, JobRequest, JobState
+from orchestrator.run.executors.pbs.plugin import PbsExecutor, qsub_timeout_s
+from orchestrator.run.executors.pbs.qstat import (FINISHED_STATES, RC_JOB_FINISHED, RC_UNKNOWN_JOB, PbsError,
                                               PbsJobId, _run, classify_exit, is_transient_qsub_error, job_info,
                                               parse_job_id, parse_qstat_json, qstat_jobs, qstat_operands,
                                               salvage_qstat_json)
@@ -115,7 +115,7 @@ def read_exit_marker(path: Path, job_id: str) -> JobInfo | None:
 
 def wrapper_text(requests: Sequence[JobRequest], texts: Sequence[str], folder: Path, title: str) -> str:
     """The script qsub gets for one job (one request) or one array (``PBS_ARRAY_INDEX`` picks)."""
-    from orchestrator.render import RunFiles  # the run directory's log names
+    from orchestrator.plan.render import RunFiles  # the run directory's log names
 
     lines = ["#!/bin/bash"]
     lines += [f"#PBS {d}" for d in parse_directives(texts[0])]
@@ -261,7 +261,7 @@ class OrchPbsExecutor(BatchExecutor):
 
         An UNKNOWN answer carries ``extra["error"]`` when PBS could not be asked or did not say
         (never evidence that the job is gone); without it, PBS said of this job alone that it
-        does not know it (``failure`` LOST: lost once ``orchestrator.follow``'s grace has passed).
+        does not know it (``failure`` LOST: lost once ``orchestrator.run.follow``'s grace has passed).
         """
         if not job_ids:
             return {}

@@ -25,12 +25,12 @@ from typing import Any, Sequence
 
 from submitit.core import core, job_environment, utils
 
-from orchestrator.executors.base import FailureClass, JobInfo, JobState, submit_window
-from orchestrator.executors.pbs.qstat import (QSTAT_QUERY, QstatResult, job_info, parse_job_id, parse_qstat_json,
+from orchestrator.run.executors.base import FailureClass, JobInfo, JobState, submit_window
+from orchestrator.run.executors.pbs.qstat import (QSTAT_QUERY, QstatResult, job_info, parse_job_id, parse_qstat_json,
                                               parse_qsub_output, qstat_jobs, qstat_operands, salvage_qstat_json)
 
 # submitit's CommandFunction would wait forever on a hung qsub; the submit grace of orch's
-# follow is derived from the same window (orchestrator.executors.base.submit_window).
+# follow is derived from the same window (orchestrator.run.executors.base.submit_window).
 def qsub_timeout_s() -> float:
     """How long one qsub may run (read when it starts: ``ORCH_SUBMIT_GRACE_S`` changes it)."""
     return submit_window()[0]

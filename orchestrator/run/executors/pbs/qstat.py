@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 
 from submitit.core import utils
 
-from orchestrator.executors.base import FailureClass, JobInfo, JobState, SchedulerError
+from orchestrator.run.executors.base import FailureClass, JobInfo, JobState, SchedulerError
 
 QSTAT_QUERY = ("-x", "-t", "-f", "-F", "json")
 RC_UNKNOWN_JOB = 153  # "qstat: Unknown Job Id ..."

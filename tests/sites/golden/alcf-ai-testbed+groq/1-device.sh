@@ -16,5 +16,5 @@ export ORCH_RUN_DIR=/scratch/orch/runs/1-device
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
 cd /scratch/orch/runs/1-device
 echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
-python -m orchestrator.vendors.capture --log vendor.log -- python groqflow/proof_points/computer_vision/resnet50/resnet50.py
-python -m orchestrator.vendors.groq --from vendor.log --output metrics.json --workload resnet50 --precision fp16 --devices 1 --warmup 0 --device-model 'GroqCard (GroqChip)'
+python -m orchestrator.sites.vendors.capture --log vendor.log -- python groqflow/proof_points/computer_vision/resnet50/resnet50.py
+python -m orchestrator.sites.vendors.groq --from vendor.log --output metrics.json --workload resnet50 --precision fp16 --devices 1 --warmup 0 --device-model 'GroqCard (GroqChip)'

@@ -16,5 +16,5 @@ export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
 cd /scratch/orch/runs/largest-queue
 echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
-python -m orchestrator.vendors.capture --expand --log vendor.log -- srun --nodes=1 --ntasks=1 poprun -vv '--vipu-partition=slurm_${SLURM_JOBID}' --num-instances=1 --num-replicas=16 --executable-cache-path=pt_cache python graphcore/examples/vision/cnns/pytorch/train/train.py --config resnet50 --replicas 16 --batch-size 32 --gradient-accumulation 1 --precision 16.16 --imagenet-data-path imagenet --epoch 2 --validation-mode none --dataloader-worker 14 --dataloader-rebatch-size 256
-python -m orchestrator.vendors.graphcore --from vendor.log --output metrics.json --workload resnet50 --precision fp16 --devices 16 --device-model 'Graphcore GC200 IPU'
+python -m orchestrator.sites.vendors.capture --expand --log vendor.log -- srun --nodes=1 --ntasks=1 poprun -vv '--vipu-partition=slurm_${SLURM_JOBID}' --num-instances=1 --num-replicas=16 --executable-cache-path=pt_cache python graphcore/examples/vision/cnns/pytorch/train/train.py --config resnet50 --replicas 16 --batch-size 32 --gradient-accumulation 1 --precision 16.16 --imagenet-data-path imagenet --epoch 2 --validation-mode none --dataloader-worker 14 --dataloader-rebatch-size 256
+python -m orchestrator.sites.vendors.graphcore --from vendor.log --output metrics.json --workload resnet50 --precision fp16 --devices 16 --device-model 'Graphcore GC200 IPU'
