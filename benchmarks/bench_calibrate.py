@@ -65,7 +65,7 @@ experiments:
 
 def orch(*args: str, cwd: Path, check: bool = True) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=cwd, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True)
     if proc.returncode and not check:  # `orch run` exits 1 when a run failed: the others still count
         print(f"note: orch {args[0]} exited {proc.returncode}: a run failed; calibration uses the completed ones")

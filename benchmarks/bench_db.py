@@ -171,9 +171,9 @@ def bench(url: str, rows: int, ingest_rows: int, workdir: Path) -> dict[str, flo
         other_s = timed(lambda: session.execute(sa.text(GROUPED_OTHER)).all())
         scaling_s = timed(lambda: session.execute(sa.text(SCALING)).all(), repeats=1)
     env = {**os.environ, "ORCH_DB_URL": url}
-    status_s = timed(lambda: subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "status", "--json"],
+    status_s = timed(lambda: subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", "--json"],
                                             cwd=workdir, env=env, check=True, capture_output=True))
-    startup_s = timed(lambda: subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "--version"],
+    startup_s = timed(lambda: subprocess.run([sys.executable, "-m", "orchestrator.cli", "--version"],
                                              cwd=workdir, env=env, check=True, capture_output=True))
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:

@@ -598,7 +598,7 @@ def injection_trials(workdir: Path) -> InjectionFigures:
         home.mkdir()
         env = {**run_env, "ORCH_HOME": str(home / ".orch"), "ORCH_LOCAL_CORES": "2"}
         env.pop("ORCH_DB_URL", None)
-        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "--sites-dir", str(sites_dir), "run",
+        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--sites-dir", str(sites_dir), "run",
                                str(whole_path), "--interval", "0.3", "--json"], cwd=home, env=env,
                               capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
@@ -644,7 +644,7 @@ experiments:
 
 
 def _orch(args: list[str], cwd: Path, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=cwd, env=env,
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -722,9 +722,9 @@ def kill_trials_local(trials: int, runs_per_trial: int, rng: random.Random, work
         settled = False
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "submit", "--sweep", name], cwd=home, env=env,
+            subprocess.run([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", name], cwd=home, env=env,
                            capture_output=True)
-            subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "status", "--watch", "--interval", "0.3",
+            subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", "--watch", "--interval", "0.3",
                             "--sweep", name], cwd=home, env=env, capture_output=True, timeout=1800)
             with sqlite3.connect(db_path, timeout=600) as db:
                 waiting = db.execute("SELECT count(*) FROM runs WHERE sweep = ? AND status IN "

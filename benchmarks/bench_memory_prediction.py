@@ -33,7 +33,7 @@ DEFAULT = sorted(str(p.relative_to(REPO)) for p in (REPO / "examples").glob("*.y
 def _plan(sweep: str, env: dict[str, str]) -> tuple[float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "plan", "--dry-run", "--json", sweep],
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "plan", "--dry-run", "--json", sweep],
                           cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -47,7 +47,7 @@ executor: {{max_array_size: 1000}}
 def orch(workdir: Path, *args: str) -> dict:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ORCH_")},
            "ORCH_SITES_PATH": str(workdir / "sites")}
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=workdir, env=env,
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=workdir, env=env,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out) if out.strip().startswith(("{", "[")) else {}
 

@@ -87,8 +87,9 @@ def baseline_commit() -> str:
 
 def table_commit() -> str:
     """The commit before `orch plan` printed a summary for large plans (the old table per run)."""
-    added = git("log", "--format=%H", "-S", "from orchestrator.cli.plansummary import", "--",
-                "orchestrator/cli/app.py").splitlines()
+    # Searched in the history before the stage packages (orchestrator/cli.py then).
+    added = git("log", "--format=%H", "-S", "from orchestrator.plansummary import", "--",
+                "orchestrator/cli.py").splitlines()
     return git("rev-parse", f"{added[-1]}^")
 
 
@@ -111,7 +112,7 @@ def run(tree: Path, home: Path, args: list[str], out: Path | None = None) -> tup
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with open(out or os.devnull, "w") as sink:
-        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=home.parent, env=env,
+        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=home.parent, env=env,
                               stdout=sink, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -107,7 +107,7 @@ def steal(since: list[int]) -> str:
 
 
 def orch(*args: str, env: dict[str, str]) -> str:
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=REPO, env=env,
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"orch {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
@@ -163,7 +163,7 @@ def orch_round(sweep: str) -> tuple[list[dict[str, object]], float, Path]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_") or k == "ORCH_LOCAL_CORES_DIR"}
     env["ORCH_HOME"] = str(home)
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "run", sweep, "--site", "local", "--json"],
+    subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", sweep, "--site", "local", "--json"],
                    cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
     rows = json.loads(orch("sql", "-f", "json",

@@ -126,7 +126,7 @@ def main() -> None:
         env = {**os.environ, "ORCH_DB_URL": url}
         for form, target in (("page", "report.html"), ("directory", "report/")):
             t0, cpu0 = time.perf_counter(), _children_cpu()
-            proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "report", "-o", f"{work}/{target}"],
+            proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", "-o", f"{work}/{target}"],
                                   cwd=work, env=env, capture_output=True, text=True)
             wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
             assert proc.returncode == 0, proc.stderr

@@ -75,7 +75,7 @@ class ClassFigures:
 
 def _orch(root: Path, env: dict, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     # A generous wall limit: the machine is shared and nice-19 processes may be paused for minutes.
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=root, env=env,
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -132,7 +132,7 @@ def _restart(scheduler: str, root: Path, env: dict, watcher: subprocess.Popen) -
     else:
         watcher.send_signal(signal.SIGKILL)
         watcher.wait()
-        watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "status", "--watch", "--interval",
+        watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "status", "--watch", "--interval",
                                     "1", "--json"], cwd=root, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
     return watcher
@@ -154,7 +154,7 @@ def class_trials(scheduler: str, workdir: Path) -> ClassFigures:
         if cp.returncode != 0:
             raise RuntimeError(f"orch {args[0]} on {scheduler} failed: {cp.stdout}{cp.stderr}")
     cancel_id = _sql(root, env, "SELECT id FROM runs WHERE params LIKE '%cancel%'")[0]["id"]
-    watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "status", "--watch", "--interval", "1",
+    watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "status", "--watch", "--interval", "1",
                                 "--json"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     deadline = time.time() + 120  # cancel once it runs (or at the deadline, queued)

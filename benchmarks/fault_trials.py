@@ -43,13 +43,13 @@ class FaultFigures:
 
 
 def orch(workdir: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=workdir, env=env,
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
 
 
 def killed(workdir: Path, env: dict[str, str], rng: random.Random, high_s: float, *args: str) -> None:
     """Start `orch ARGS` and SIGKILL it after a random delay in [0, high_s) (or let it end first)."""
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=workdir, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=workdir, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         proc.wait(timeout=rng.uniform(0.0, high_s))

@@ -27,7 +27,7 @@ def run_orch(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: 
     """``orch ARGS`` in a real process, as a user would run it."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
     full_env.update({"COLUMNS": "200", **(env or {})})
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=cwd, env=full_env,
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"orch {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from workloads import strategies
 from workloads.harness import Session
 from workloads.layouts import Layout
 from workloads.models.configs import GPTConfig
@@ -115,8 +116,6 @@ class ContextParallelTrainer:
 
 def build(session: Session, strategy: str, cfg: GPTConfig, layout: Layout, lr: float, batch: int,
           accum: int) -> ContextParallelTrainer:
-    from workloads import strategies
-
     shards = _groups(session, layout)
     inner = strategies.build(session, strategy, cfg, lr=lr, batch=batch, accum=accum)
     attach(getattr(inner.model, "module", inner.model), shards)  # DDP wraps the GPT; FSDP2 is the GPT

@@ -48,18 +48,19 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from workloads import flops, strategies
+from workloads import flops, trainers
 from workloads.data.sources import Batch, Synthetic, Windows
 from workloads.harness import Refused, Session
 from workloads.harness.timing import rate, rate_figures
+from workloads.harness.livebytes import LiveBytes
 from workloads.layouts import Layout
 from workloads.models.configs import GPTConfig, num_params
-from orchestrator.predict.memory_trace import LiveBytes
+from workloads.strategies import Trainer
 
 
 # Called once the trainer exists (e.g. to prune its weights); what it returns is called after
 # the timed steps and gives extra metrics.
-Prepare = Callable[[strategies.Trainer], Callable[[], dict[str, Any]]]
+Prepare = Callable[[Trainer], Callable[[], dict[str, Any]]]
 
 
 def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: Prepare | None = None,
@@ -83,8 +84,8 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
     tracking = contextlib.ExitStack()
     cpu = session.device.type == "cpu" and not getattr(args, "compile", False)  # no dispatch mode under compile
     tracker = tracking.enter_context(LiveBytes()) if cpu else None
-    trainer = strategies.build(session, args.strategy, cfg, lr=args.lr, batch=b, accum=accum,
-                               compile_=getattr(args, "compile", False), layout=layout)
+    trainer = trainers.build(session, args.strategy, cfg, lr=args.lr, batch=b, accum=accum,
+                             compile_=getattr(args, "compile", False), layout=layout)
     extra_metrics = prepare(trainer) if prepare is not None else None
     n = num_params(cfg)
     session.log(f"{args.strategy}: {n / 1e6:.1f}M parameters (without position embedding), "

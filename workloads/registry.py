@@ -52,8 +52,6 @@ class Workload:
     distributed: bool = False
     strategies: tuple[str, ...] = ("none",)
     precisions: tuple[str, ...] = PRECISIONS
-    # Bytes of device memory one rank needs for the given parameters (None: unknown).
-    memory_bytes: Callable[[dict[str, Any]], int] | None = field(default=None, compare=False)
     # Default value of each axis in ``axes`` when run by hand (the sweep always passes them).
     axis_defaults: dict[str, Any] = field(default_factory=dict, compare=False)
     # Extra text for ``--help`` (formulas, presets, examples).
@@ -110,11 +108,6 @@ MIN_TIME_PARAM = Param("min_time", float, 0.0,
                        "until they do (0: exactly --iters; at most 20,000 steps in all)")
 
 
-def _gemm_memory(p: dict[str, Any]) -> int:
-    m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
-    return (m * k + k * n + m * n) * BYTES_PER_ELEMENT.get(str(p.get("precision", "fp32")), 4)
-
-
 WORKLOADS: dict[str, Workload] = {}
 
 
@@ -136,7 +129,6 @@ register(
             MIN_TIME_PARAM,
         ),
         distributed=True,
-        memory_bytes=_gemm_memory,
         epilog=(
             "FLOPs per product 2*M*N*K. With several ranks each times its own product after a barrier;\n"
             "tflops is the sum over ranks. fp8 uses torch._scaled_mm (M, N, K multiples of 16).\n"
@@ -149,7 +141,6 @@ register(
 
 
 # --- DL primitives (DeepBench shapes; workloads/shapes.py) --------------------------------
-from orchestrator.predict import memory as _memory  # noqa: E402  (pure Python, like this module)
 from workloads.models import configs as _gpt_configs  # noqa: E402
 from workloads.models.configs import SIZES as _GPT_SIZES  # noqa: E402
 from workloads import layouts as _layouts  # noqa: E402  (pure Python)
@@ -188,7 +179,6 @@ register(
         axes=frozenset({"batch_size"}),
         axis_defaults={"batch_size": 0},
         precisions=_PRIMITIVE_PRECISIONS,
-        memory_bytes=_memory.conv2d,
         epilog=(
             "--batch-size 0 (default) takes the preset's batch b. Presets (w,h,c,b,k,fw,fh,pw,ph):\n"
             "  deepbench-0 7,7,32,131072,32,3,3,0,0     deepbench-1 14,14,128,4096,256,3,3,1,1\n"
@@ -215,7 +205,6 @@ register(
         axes=frozenset({"batch_size"}),
         axis_defaults={"batch_size": 0},
         precisions=_PRIMITIVE_PRECISIONS,
-        memory_bytes=_memory.relu,
         epilog=(
             "--batch-size 0 (default) takes the preset's batch b. Presets (w,h,c,b):\n"
             "  deepbench-0 7,7,32,262144  deepbench-1 14,14,128,16384  deepbench-2 54,54,1024,128\n"
@@ -264,7 +253,6 @@ register(
         axes=frozenset({"batch_size", "seq_len"}),
         axis_defaults={"batch_size": 8, "seq_len": 1024},
         precisions=_PRIMITIVE_PRECISIONS,
-        memory_bytes=_memory.transformer_block,
         epilog=(
             "FLOPs: forward b*s*(2*N_layer + 4*h*s), N_layer = 12h^2 + 13h (one layer's share of\n"
             "6N + 12*L*h*s, attention not halved for causality); backward 2 x forward.\n"
@@ -365,7 +353,6 @@ register(
         distributed=True,
         strategies=_LM_STRATEGIES,
         precisions=TRAINING_PRECISIONS,
-        memory_bytes=lambda p: _memory.gpt_training(p, default_model="gpt2"),
         refusal=_lm_refusal("gpt2"),
         presets=_gpt_configs.preset_rows,
         epilog=_LM_EPILOG + (
@@ -402,7 +389,6 @@ register(
         distributed=True,
         strategies=_LM_STRATEGIES,
         precisions=TRAINING_PRECISIONS,
-        memory_bytes=lambda p: _memory.gpt_training(p, default_model="gpt2-xl", vocab=70, default_batch=1),
         refusal=_lm_refusal("gpt2-xl"),
         epilog=_LM_EPILOG + "The study's sequence lengths are 1024 and 10240 codons.",
     )
@@ -421,7 +407,6 @@ register(
         ),
         distributed=True,
         precisions=("fp32", "fp16", "bf16"),
-        memory_bytes=_memory.allreduce,
         epilog=(
             "algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-tests), time the mean over --iters.\n"
             "Headline bandwidth_gbs is busbw at the largest size. gloo on cpu, nccl on cuda, xccl/ccl on xpu.\n"
@@ -450,23 +435,7 @@ def _size(table: dict[str, Any], default: str) -> Param:
     return Param("size", str, default, "model size (workloads/models/sizes.py): " + ", ".join(table), tuple(table))
 
 
-def _bert_memory(p: dict[str, Any]) -> int:
-    """Training: 16 bytes per parameter (fp32 weights, gradients, AdamW) + activations + MLM logits."""
-    cfg = _sizes.BERT_SIZES[str(p.get("size") or "large")]
-    batch, seq = int(p.get("batch_size") or 32), int(p.get("seq_len") or 128)
-    precision = str(p.get("precision") or "fp32")
-    predictions = min(int(p.get("max_predictions") or 20), seq)
-    logits = batch * predictions * cfg.vocab_size * (BYTES_PER_ELEMENT.get(precision, 4) + 8)
-    return int(16 * _sizes.bert_params(cfg)
-               + _memory.activation_bytes(cfg.n_layer, batch, seq, cfg.n_embd, 0, precision) + logits)
 
-
-def _distilbert_memory(p: dict[str, Any]) -> int:
-    """Inference: the weights in the precision's dtype + two layers' activations (nothing is kept)."""
-    cfg = _sizes.DISTILBERT_SIZES[str(p.get("size") or "full")]
-    batch, seq = int(p.get("batch_size") or 1), int(p.get("seq_len") or 128)
-    width = BYTES_PER_ELEMENT.get(str(p.get("precision") or "fp32"), 4)
-    return int(_sizes.bert_params(cfg, pretraining_heads=False) * width + 2 * batch * seq * cfg.n_embd * 8 * width)
 
 
 register(
@@ -518,7 +487,6 @@ register(
         axis_defaults={"batch_size": 32, "seq_len": 128},
         distributed=True,
         precisions=TRAINING_PRECISIONS,
-        memory_bytes=_bert_memory,
         epilog=_MODEL_EPILOG + (
             "FLOPs per sequence forward: L*s*(2*(12h^2+13h) + 4*h*s) + P*2*(h^2 + h*V) + 2*(h^2 + 2h),\n"
             "P masked positions (MLM head on those only); training 3x. The study's global batch 256:\n"
@@ -537,7 +505,6 @@ register(
         axis_defaults={"batch_size": 1, "seq_len": 128},
         distributed=True,
         precisions=TRAINING_PRECISIONS,
-        memory_bytes=_distilbert_memory,
         epilog=_MODEL_EPILOG + (
             "FLOPs per sequence: L*s*(2*(12h^2+13h) + 4*h*s) + 2*(h^2 + h*labels).\n"
             "example: python -m workloads.distilbert --batch-size 1 --seq-len 128 --precision fp16 --iters 200"
@@ -584,15 +551,6 @@ register(
 from workloads.models import llama_configs as _llama  # noqa: E402  (pure Python)
 
 
-def _llm_inference_memory(p: dict[str, Any]) -> int:
-    """Per rank: its shard of the weights and of the KV cache (tensor parallel over the ranks)."""
-    cfg = _llama.SIZES[str(p.get("model") or "tiny")]
-    element = BYTES_PER_ELEMENT.get(str(p.get("precision") or "fp32"), 4)
-    tp = max(1, int(p.get("devices") or 1))
-    tokens = int(p.get("concurrency") or 1) * (int(p.get("input_len") or 128) + int(p.get("output_len") or 128))
-    return (_llama.num_params(cfg) * element + tokens * _llama.kv_bytes_per_token(cfg, element)) // tp
-
-
 register(
     Workload(
         name="llm_inference",
@@ -613,7 +571,6 @@ register(
         ),
         distributed=True,
         precisions=("fp32", "fp16", "bf16"),
-        memory_bytes=_llm_inference_memory,
         epilog=(
             "A step is one whole iteration: prefill of every prompt, then output_len - 1 decode steps.\n"
             "TTFT = prefill time (requests arrive together); TPOT = decode time / (output_len - 1);\n"

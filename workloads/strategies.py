@@ -25,7 +25,6 @@ import torch
 import torch.nn as nn
 
 from workloads.harness import Refused, Session
-from workloads.layouts import Layout
 from workloads.models.configs import GPTConfig
 from workloads.models.gpt import GPT
 
@@ -222,17 +221,9 @@ def _deepspeed(session: Session, cfg: GPTConfig, lr: float, stage: int, batch: i
 
 
 def build(session: Session, strategy: str, cfg: GPTConfig, *, lr: float, batch: int, accum: int,
-          compile_: bool = False, layout: Layout | None = None) -> Trainer:
-    if layout is not None and layout.cp > 1:
-        from workloads import context
-
-        return context.build(session, strategy, cfg, layout, lr, batch, accum)  # type: ignore[return-value]
-    if layout is not None and layout.model_parallel:
-        from workloads import parallel
-
-        if layout.pp > 1:
-            return parallel.build_pipeline(session, strategy, cfg, layout, lr)  # type: ignore[return-value]
-        return parallel.build_tensor_parallel(session, strategy, cfg, layout, lr)  # type: ignore[return-value]
+          compile_: bool = False) -> Trainer:
+    """The data-parallel trainer of ``strategy`` (ddp, FSDP or a DeepSpeed ZeRO stage) over every
+    rank; a layout with context, tensor or pipeline parallelism is built by ``workloads/trainers.py``."""
     if strategy == "ddp":
         return _ddp(session, cfg, lr, compile_)
     if strategy in ("fsdp-full", "fsdp-grad-op"):

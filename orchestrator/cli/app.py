@@ -867,6 +867,3 @@ def main() -> None:
 
 
 _reflow_help(app)  # every command is registered by now
-
-if __name__ == "__main__":
-    main()

@@ -20,7 +20,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts in
 
 def _context(ctx: typer.Context) -> Any:
     # The main app's callback put orch's Context on the root; read it from there rather than by
-    # importing orchestrator.cli.app (under `python -m orchestrator.cli.app` that would be a second copy).
+    # importing orchestrator.cli.app, which imports this module (a cycle).
     return ctx.find_root().obj
 
 

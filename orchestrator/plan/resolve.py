@@ -17,6 +17,7 @@ from orchestrator.sites.profiles import Queue, SiteProfile
 from orchestrator.timefmt import format_hms
 from orchestrator.sites.vendors.base import VendorRunner, spec_values
 from orchestrator.predict import memory as _memory
+from orchestrator.predict.formulas import formula_for
 from workloads import registry
 from workloads.registry import Workload
 
@@ -196,12 +197,13 @@ MemoryNeed = tuple[float | None, str | None]  # GB per device, and what it came 
 
 def _memory_need_gb(spec: RunSpec, workload: Workload) -> MemoryNeed:
     """Predicted GB per device of the run and its source (None, None: the workload has no memory model)."""
-    if workload.memory_bytes is None:
+    formula = formula_for(spec.workload)
+    if formula is None:
         return None, None
     values = _run_values(spec, workload)
     # Traced from the workload's program where it can be (orchestrator/predict/memory_trace.py), else the formula.
     try:
-        found, source = _memory.predicted(spec.workload, values, workload.memory_bytes)
+        found, source = _memory.predicted(spec.workload, values, formula)
         return found / 1e9, source
     except OverflowError:  # sizes past any float: past any device too
         return float("inf"), _memory.FROM_FORMULA
@@ -299,7 +301,7 @@ class SiteResolver:
 
     def _memory_need(self, spec: RunSpec, workload: Workload, key: tuple[Any, ...] | None) -> MemoryNeed:
         """Predicted GB of tensors per device and its source, once per distinct run shape (every site shares it)."""
-        if workload.memory_bytes is None:
+        if formula_for(spec.workload) is None:
             return None, None
         return _once(self._memory, key, lambda: _memory_need_gb(spec, workload))
 
@@ -307,7 +309,7 @@ class SiteResolver:
         """What the run's traced memory prediction depends on, where resolving it here would ask for
         one (not on a vendor's site, nor for a run its program refuses); None otherwise."""
         workload = registry.get(spec.workload)
-        if workload.memory_bytes is None or isinstance(self._get_launcher(), VendorRunner):
+        if formula_for(spec.workload) is None or isinstance(self._get_launcher(), VendorRunner):
             return None
         if self._refusal(spec, workload, shape_key(spec)):
             return None

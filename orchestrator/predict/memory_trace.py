@@ -50,111 +50,15 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-import weakref
 from typing import Any, Iterator
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
-from torch.utils._pytree import tree_flatten
-from torch.utils.weak import WeakIdKeyDictionary
 
-from orchestrator.predict import memory
-from workloads.layouts import Layout
-from orchestrator.predict.memory import TRACED, Inputs
+from orchestrator.predict.memory_inputs import TRACED, Inputs
 from orchestrator.predict.traces import FORWARD_BACKWARD
+from workloads.harness.livebytes import LiveBytes
+from workloads.layouts import Layout
 
-
-
-# ------------------------------------------------------------------ tracking live bytes
-
-def _storages(t: torch.Tensor) -> list[torch.UntypedStorage]:
-    """The storages behind a tensor (a wrapper subclass such as DTensor: its inner tensors')."""
-    if is_traceable_wrapper_subclass(t):
-        names, _ = t.__tensor_flatten__()  # type: ignore[attr-defined]
-        inner = (getattr(t, name) for name in names)
-        return [st for x in inner if isinstance(x, torch.Tensor) for st in _storages(x)]
-    try:
-        return [t.untyped_storage()]
-    except (RuntimeError, NotImplementedError):  # sparse and other storage-less layouts
-        return []
-
-
-class LiveBytes(TorchDispatchMode):
-    """Peak of the bytes of live tensor storages, followed op by op.
-
-    Every op's outputs are looked at; a storage seen for the first time adds its bytes,
-    a storage's death (weak reference) takes them away, and ``UntypedStorage.resize_``
-    (FSDP2 frees and re-allocates its gathered parameters that way, outside the
-    dispatcher) is patched while tracking to follow the change. Tensors that exist
-    before tracking starts are counted only when passed to :meth:`track`.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.live = 0
-        self.peak = 0
-        self._sizes: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        self._orig_resize = torch.UntypedStorage.resize_
-
-    def _free(self, ref: list[int]) -> None:
-        self.live -= ref[0]
-
-    def _add(self, st: torch.UntypedStorage) -> None:
-        if st in self._sizes:
-            return
-        size = [st.nbytes()]
-        self._sizes[st] = size
-        weakref.finalize(st, self._free, size)
-        self.live += size[0]
-        if self.live > self.peak:
-            self.peak = self.live
-
-    def track(self, *tensors: Any) -> None:
-        for t in tree_flatten(tensors)[0]:
-            if isinstance(t, torch.Tensor):
-                for st in _storages(t):
-                    self._add(st)
-
-    def _track_output(self, out: Any) -> None:
-        # An op's output is nearly always a tensor or a flat tuple of them: looked at directly
-        # (tree_flatten on every op was a tenth of a trace); anything else nested is flattened.
-        items = out if type(out) is tuple or type(out) is list else (out,)
-        if all(x is None or isinstance(x, torch.Tensor) for x in items):
-            for x in items:
-                if x is not None:
-                    for st in _storages(x):
-                        self._add(st)
-        elif not isinstance(out, (int, float, bool)):
-            self.track(out)
-
-    def reset_peak(self) -> None:
-        self.peak = self.live
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        self._track_output(out)
-        return out
-
-    def __enter__(self) -> "LiveBytes":
-        tracker = self
-        orig = self._orig_resize
-
-        def resize_(st: torch.UntypedStorage, size: int) -> Any:
-            result = orig(st, size)
-            known = tracker._sizes.get(st)
-            if known is not None and known[0] != st.nbytes():
-                tracker.live += st.nbytes() - known[0]
-                known[0] = st.nbytes()
-                tracker.peak = max(tracker.peak, tracker.live)
-            return result
-
-        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
-        super().__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        super().__exit__(*exc)
-        torch.UntypedStorage.resize_ = self._orig_resize  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------------------ the run's model
@@ -282,7 +186,7 @@ def measure_step(inputs: Inputs) -> int:
     training step, the steady one (the real run's second and later steps)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from workloads import strategies
+    from workloads import trainers
 
     if inputs.strategy not in TRACED:
         raise ValueError(f"{inputs.strategy} is not traced (traced: {', '.join(TRACED)})")
@@ -295,8 +199,8 @@ def measure_step(inputs: Inputs) -> int:
                         sequence_parallel=inputs.sequence_parallel)
     with group, _patched(inputs.devices if needs_group else 0, layout):
         with FakeTensorMode(allow_non_fake_inputs=True), LiveBytes() as tracker:
-            trainer = strategies.build(session, inputs.strategy, inputs.cfg, lr=1e-4,  # type: ignore[arg-type]
-                                       batch=inputs.batch, accum=inputs.accum, layout=layout)
+            trainer = trainers.build(session, inputs.strategy, inputs.cfg, lr=1e-4,  # type: ignore[arg-type]
+                                     batch=inputs.batch, accum=inputs.accum, layout=layout)
             if isinstance(trainer.model, torch.nn.parallel.DistributedDataParallel):
                 trainer.model.register_comm_hook(None, _in_place_all_reduce)
                 trainer.model.reducer = _NoRebuild(trainer.model.reducer)
@@ -343,13 +247,3 @@ def trace_leaf(leaf: Inputs) -> int:
         if leaf.strategy == FORWARD_BACKWARD:
             return forward_backward_bytes(leaf, torch.float32 if leaf.precision == "fp32" else torch.bfloat16)
         return measure_step(leaf)
-
-
-def compute_bytes(inputs: Inputs) -> int:
-    """The prediction itself: put together from its leaves (``traces.combine``), each cached."""
-    return memory.compute(inputs)
-
-
-def predict_bytes(p: dict[str, Any], default_model: str = "gpt2") -> int:
-    """Peak tensor bytes of one rank of the gpt2 run with values ``p`` (cached: orchestrator/predict/memory.py)."""
-    return memory.cached_trace(Inputs.of(p, default_model), compute_bytes)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from orchestrator.predict.memory import ACCUM_TRACED, DEEPSPEED, Inputs
+from orchestrator.predict.memory_inputs import ACCUM_TRACED, DEEPSPEED, Inputs
 from workloads.models.configs import param_sizes, total_params
 
 # The strategy of a leaf that is the plain model's forward and backward, gradients kept, with every

@@ -35,7 +35,7 @@ experiments:
 def _orch(workdir: Path, db_url: str, *args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
     env.update(ORCH_DB_URL=db_url, ORCH_SITES_PATH=str(workdir / "sites"))
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=workdir, env=env,
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=workdir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

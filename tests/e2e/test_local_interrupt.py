@@ -56,7 +56,7 @@ def test_sigint_to_the_submitters_process_group_leaves_local_jobs_running(workdi
     # `orch submit` as a terminal runs it: the leader of its own process group. A Ctrl-C goes to
     # that whole group; sent once the jobs are started (the submit has returned), it reaches
     # every process still in the group, i.e. any job controller that shares it.
-    submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "submit"], cwd=workdir, env=full,
+    submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit"], cwd=workdir, env=full,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     assert submit.wait(timeout=600) == 0
     try:

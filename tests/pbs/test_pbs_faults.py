@@ -105,7 +105,7 @@ def test_a_qsub_that_answers_late_is_not_submitted_twice(pbs, tmp_path: Path) ->
     env = {"ORCH_SUBMIT_GRACE_S": "3"}  # the qsub timeout follows: 1.5 s
     orch(tmp_path, "plan", str(sweep), check=True, env=env)
     full = {**os.environ, "ORCH_SITES_PATH": str(tmp_path / "sites"), **env}
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "submit", "--sweep", "late"], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", "late"], cwd=tmp_path,
                             env=full, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 10
     while not first.exists() and time.time() < deadline:
@@ -219,7 +219,7 @@ def test_a_long_submit_keeps_its_intents_while_status_runs(pbs, tmp_path: Path) 
     env = {"ORCH_SUBMIT_GRACE_S": "24"}
     orch(tmp_path, "plan", str(sweep), check=True, env=env)
     full = {**os.environ, "ORCH_SITES_PATH": str(tmp_path / "sites"), **env}
-    submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "submit", "--sweep", "slow"], cwd=tmp_path,
+    submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", "slow"], cwd=tmp_path,
                               env=full, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started = time.time()
     while submit.poll() is None:

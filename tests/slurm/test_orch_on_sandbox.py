@@ -124,7 +124,7 @@ def test_sigkill_during_submit_never_loses_or_duplicates_a_run(trivial) -> None:
         sweep = write(trivial.workdir / f"{name}.yaml", sweep_text(name, 6).replace(
             "    grid:", "    grid:\n      precision: fp32", 1))
         trivial("plan", str(sweep), check=True)
-        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "submit", "--sweep", name],
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", name],
                                 cwd=trivial.workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.0, 2.5))
         proc.send_signal(signal.SIGKILL)
@@ -234,7 +234,7 @@ def test_a_long_submit_keeps_its_intents_while_status_runs(trivial) -> None:
     trivial("plan", str(sweep), check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
     env.update({"ORCH_SITES_PATH": str(trivial.workdir / "sites"), "ORCH_SUBMIT_GRACE_S": "8", **_path(slow)})
-    submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "submit", "--sweep", "slow"],
+    submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", "slow"],
                               cwd=trivial.workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started, statuses = time.time(), 0
     while submit.poll() is None:
@@ -260,7 +260,7 @@ def test_restarting_slurmctld_while_watching_fails_no_run(trivial) -> None:
     trivial("submit", check=True)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ORCH_")},
            "ORCH_SITES_PATH": str(trivial.workdir / "sites")}
-    watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "status", "--watch", "--interval", "1",
+    watcher = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "status", "--watch", "--interval", "1",
                                 "--json"], cwd=trivial.workdir, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     time.sleep(4)

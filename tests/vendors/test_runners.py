@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.plan.expand import RunSpec
 from orchestrator.plan.resolve import Resolved, resolve
+from orchestrator.predict.formulas import formula_for
 from orchestrator.sites.profiles import load_site
 from orchestrator.sites.vendors.base import runner_for
 
@@ -103,7 +104,7 @@ def test_vendor_runs_are_not_judged_by_orchs_pytorch_memory_model() -> None:
     from workloads import registry
 
     gpt2 = registry.get("gpt2")
-    need = gpt2.memory_bytes({**gpt2.defaults(), "model": "gpt2-xl", "precision": "bf16", "batch_size": 32,  # type: ignore[misc]
+    need = formula_for("gpt2")({**gpt2.defaults(), "model": "gpt2-xl", "precision": "bf16", "batch_size": 32,  # type: ignore[misc]
                               "seq_len": 1024, "devices": 1, "strategy": "ddp"}) / 1e9
     assert need > load_site("alcf-ai-testbed:cerebras").device.memory_gb
     assert not plan("cerebras", "gpt2", "bf16", batch=32, seq=1024, model="gpt2-xl").skipped

@@ -59,10 +59,10 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, s
 
 @pytest.fixture(scope="module")
 def predict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from orchestrator.predict import memory_trace as predict_memory
+    from orchestrator.predict import memory
 
     def _predict(model: str, strategy: str, precision: str, ranks: int) -> int:
-        return predict_memory.predict_bytes({"model": model, "strategy": strategy, "precision": precision,
+        return memory.predict_bytes({"model": model, "strategy": strategy, "precision": precision,
                                              "devices": ranks, **SHAPE})
 
     with pytest.MonkeyPatch.context() as patch:
@@ -132,30 +132,28 @@ def test_a_deep_model_extrapolates_to_what_a_direct_trace_gives(strategy: str, r
     p = {"model": "gpt-micro", "strategy": strategy, "precision": "bf16", "devices": ranks, **SHAPE}
     inputs = memory.Inputs.of(p)
     deep = replace(inputs, cfg=inputs.cfg.with_(n_layer=7))
-    extrapolated = predict_memory.compute_bytes(deep)
+    extrapolated = memory.compute_bytes(deep)
     direct = predict_memory.measure_step(deep)
     print(f"gpt-micro x 7 layers {strategy} bf16 {ranks} rank(s): extrapolated {extrapolated} B, traced {direct} B")
     assert abs(extrapolated - direct) <= 0.001 * direct
-    assert extrapolated > predict_memory.compute_bytes(inputs)  # 7 layers hold more than 4
+    assert extrapolated > memory.compute_bytes(inputs)  # 7 layers hold more than 4
 
 
 @pytest.mark.parametrize("strategy,ranks", [("ddp", 2), ("fsdp-full", 4), ("fsdp-grad-op", 1)])
 def test_many_micro_batches_predict_what_tracing_them_all_gives(predict: Any, strategy: str, ranks: int) -> None:
     """Accumulating 12 micro-batches is traced as 4 (memory.ACCUM_TRACED): the same bytes as all 12."""
     from orchestrator.predict import memory
-    from orchestrator.predict import memory_trace as predict_memory
 
     p = {"model": "tiny", "strategy": strategy, "precision": "bf16", "devices": ranks, "grad_accum": 12, **SHAPE}
-    predicted = predict_memory.predict_bytes(p)
-    direct = predict_memory.compute_bytes(memory.Inputs.of(p))
+    predicted = memory.predict_bytes(p)
+    direct = memory.compute_bytes(memory.Inputs.of(p))
     print(f"tiny {strategy} bf16 {ranks} rank(s), 12 micro-batches: predicted {predicted} B, traced {direct} B")
     assert predicted == direct
-    assert predicted > predict_memory.predict_bytes({**p, "grad_accum": 1})  # accumulation holds gradients
+    assert predicted > memory.predict_bytes({**p, "grad_accum": 1})  # accumulation holds gradients
 
 
 def test_a_prediction_is_cached_in_process_and_on_disk(predict: Any) -> None:
     from orchestrator.predict import memory
-    from orchestrator.predict import memory_trace as predict_memory
 
     first = predict("tiny", "fsdp-grad-op", "bf16", 2)
     files = list(memory.cache_dir().glob("*.json"))
@@ -163,7 +161,7 @@ def test_a_prediction_is_cached_in_process_and_on_disk(predict: Any) -> None:
     memory._cache.clear()  # a new process: the disk serves it
     assert predict("tiny", "fsdp-grad-op", "bf16", 2) == first
     # Values that do not change the program share the prediction (a repeat, the data's seed).
-    assert predict_memory.predict_bytes({"model": "tiny", "strategy": "fsdp-grad-op", "precision": "bf16",
+    assert memory.predict_bytes({"model": "tiny", "strategy": "fsdp-grad-op", "precision": "bf16",
                                          "devices": 2, "repeat": 3, "seed": 7, **SHAPE}) == first
     assert not torch.distributed.is_initialized(), "the fake process group outlived the prediction"
     # A plan whose shapes are cached reads them without importing torch (its import is most of
@@ -180,10 +178,11 @@ def test_memory_module_imports_without_torch(tmp_path: Path) -> None:
     """The orchestrator imports orchestrator.predict.memory and workloads.registry on login nodes without torch."""
     code = ("import sys; sys.modules['torch'] = None\n"
             "import orchestrator.predict.memory as m, workloads.registry as r\n"
-            "w = r.get('gpt2')\n"
+            "from orchestrator.predict.formulas import formula_for\n"
+            "w, f = r.get('gpt2'), formula_for('gpt2')\n"
             "p = {**w.defaults(), 'model': 'tiny', 'strategy': 'ddp', 'devices': 1, 'precision': 'fp32',"
             " 'batch_size': 4, 'seq_len': 64}\n"
-            "print(m.predicted_bytes('gpt2', p, w.memory_bytes) == w.memory_bytes(p))")
+            "print(m.predicted_bytes('gpt2', p, f) == f(p))")
     proc = run_module_code(code, {"ORCH_MEMORY_CACHE": str(tmp_path)})  # nothing cached: the formula
     assert proc.strip() == "True"
 
@@ -216,7 +215,6 @@ def test_a_plan_traces_its_missing_shapes_side_by_side_and_gets_the_same_bytes(p
     processes; each run's prediction then only reads the caches, so the planning process never
     imports torch, and gives the bytes an in-process trace gives."""
     from orchestrator.predict import memory
-    from orchestrator.predict import memory_trace as predict_memory
     from orchestrator.predict import traces
 
     runs = [{"model": "gpt-micro", "strategy": "fsdp-full", "precision": "bf16", "devices": 8, **SHAPE},
@@ -225,7 +223,7 @@ def test_a_plan_traces_its_missing_shapes_side_by_side_and_gets_the_same_bytes(p
             {"model": "gpt-mini", "strategy": "fsdp-grad-op", "precision": "fp32", "devices": 1, **SHAPE}]
     leaves = {leaf for p in runs for leaf in traces.leaves(memory.Inputs.of(p))}
     code = ("import json, sys\n"
-            "from workloads import memory\n"
+            "from orchestrator.predict import memory\n"
             f"runs = json.loads({json.dumps(runs)!r})\n"
             "inputs = [memory.traced_inputs('gpt2', p) for p in runs]\n"
             "traced, again = memory.prefetch(inputs, 2), memory.prefetch(inputs, 2)\n"
@@ -235,6 +233,6 @@ def test_a_plan_traces_its_missing_shapes_side_by_side_and_gets_the_same_bytes(p
     assert out["traced"] == len(leaves) >= memory.POOL_FROM  # every leaf, each once
     assert out["again"] == 0  # then all cached
     assert not out["torch"], "the planning process imported torch"
-    assert out["values"] == [predict_memory.predict_bytes(p) for p in runs]
+    assert out["values"] == [memory.predict_bytes(p) for p in runs]
     on_disk = leaves | {traces.normalized(memory.Inputs.of(p)) for p in runs}  # tiny's run is its own leaf
     assert len(list(tmp_path.glob("*.json"))) == len(on_disk) == len(leaves) + 3
