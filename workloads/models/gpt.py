@@ -15,7 +15,7 @@ With ``cfg.dropout`` > 0, dropout also follows the embeddings and each residual 
 ``cfg.checkpointing`` recomputes each block's forward in the backward (torch.utils.checkpoint,
 non-reentrant): a block keeps only its input for the backward.
 
-Tensor parallelism (``workloads/tensor_parallel.py``) shards the linears column- and row-wise;
+Tensor parallelism (``workloads/parallel.py``) shards the linears column- and row-wise;
 attention therefore reads its head count from the width ``c_attn`` returns (the local heads),
 not from the configuration.
 """

@@ -3,7 +3,7 @@
     source.py   which views and columns exist; the sweep filter; labels
     figures.py  one builder per figure, reading its view with SQL (or saying why not drawn)
     draw.py     matplotlib (Agg): the figure, its SVG for the page, SVG and PNG files
-    page.py     provenance of the runs behind the marks; the HTML (templates/report.html.j2)
+    page.py     provenance of the runs behind the marks; the HTML (report/templates/report.html.j2)
 
 A page written to ``-o report.html`` is self-contained; ``-o DIR/`` writes
 ``DIR/index.html`` and each figure as ``DIR/figures/<name>.svg`` and ``.png`` for papers.
