@@ -44,6 +44,7 @@ from typing import Any, Mapping
 import yaml
 
 from orchestrator.sites import sandbox
+from orchestrator.sites.sandbox.proc import _clean_env
 from orchestrator.errors import UserError
 from orchestrator.plan.expand import RunSpec
 from orchestrator.plan.render import RunFiles, environment, render_script
@@ -160,7 +161,7 @@ class CheckReport:
 def sbatch_test_only(script: Path, cwd: Path | None = None) -> tuple[bool, str]:
     """(accepted, Slurm's words) for ``sbatch --test-only script``: the controller checks the
     job against partitions, limits, associations and QoS without queueing it."""
-    env = sandbox._clean_env()
+    env = _clean_env()
     try:
         cp = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=60,
                             env=env, cwd=str(cwd or script.parent))

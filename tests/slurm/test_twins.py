@@ -28,6 +28,7 @@ import pytest
 from sqlalchemy import text as text_sql
 
 from orchestrator.sites import sandbox
+from orchestrator.sites.sandbox.proc import _clean_env, _pid_alive
 from orchestrator.results.db.engine import open_database
 from orchestrator.plan.record import plan_sweep
 from orchestrator.run.sitecheck import NoTwinError, check_site, rehearsal_profile, sbatch_test_only
@@ -59,7 +60,7 @@ def _wait_queue_empty(timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=30,
-                             env=sandbox._clean_env()).stdout
+                             env=_clean_env()).stdout
         if not out.split():
             return
         time.sleep(1)
@@ -73,7 +74,7 @@ def plain_afterwards(cluster):
     assert st.ok and st.twin is None, st.as_dict()
     assert {"debug", "batch"} <= set(st.partitions) and st.default_partition == "debug"
     config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30,
-                            env=sandbox._clean_env()).stdout
+                            env=_clean_env()).stdout
     enforce = [ln for ln in config.splitlines() if ln.startswith("AccountingStorageEnforce")]
     assert enforce and enforce[0].split("=", 1)[1].strip() == "none", enforce
 
@@ -88,10 +89,10 @@ def twin(request, plain_afterwards) -> str:
 
 
 def test_twin_is_up_idempotent_and_shaped_like_the_site(twin: str) -> None:
-    pid = sandbox._pid_alive(sandbox.CTLD_PID, "slurmctld")
+    pid = _pid_alive(sandbox.CTLD_PID, "slurmctld")
     t0 = time.monotonic()
     st = sandbox.up(like=twin, env=ENV)
-    assert time.monotonic() - t0 < 5 and sandbox._pid_alive(sandbox.CTLD_PID, "slurmctld") == pid
+    assert time.monotonic() - t0 < 5 and _pid_alive(sandbox.CTLD_PID, "slurmctld") == pid
     assert st.ok and st.twin == twin and st.enforce == "associations,limits,qos"
     queues = {q.name for target in TWINS[twin] for q in load_site(target).queues if not q.implicit}
     assert queues <= set(st.partitions), (queues, st.partitions)
@@ -157,7 +158,7 @@ def test_the_twin_refuses_what_the_site_would(twin: str, tmp_path: Path) -> None
 
     def refused(*options: str) -> str:
         proc = subprocess.run(["sbatch", "--test-only", *options, str(script)], capture_output=True, text=True,
-                              timeout=60, env=sandbox._clean_env())
+                              timeout=60, env=_clean_env())
         assert proc.returncode != 0, (options, proc.stdout, proc.stderr)
         return proc.stdout + proc.stderr
 
