@@ -70,10 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         ex = SlurmExecutor(root / "sched", {"max_array_size": args.max_array_size})
 
         t1 = time.monotonic()
-        ids = ex.submit(reqs)
+        result = ex.submit(reqs)
+        ids = list(result.job_ids)
         t_submit = time.monotonic() - t1
         if not all(ids):
-            print("not submitted:", dict(list(ex.submit_errors.items())[:3]), file=sys.stderr)
+            print("not submitted:", dict(list(result.refused.items())[:3]), file=sys.stderr)
             return 1
         submit_calls = dict(ex.calls)
 

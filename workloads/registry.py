@@ -112,6 +112,13 @@ WORKLOADS: dict[str, Workload] = {}
 
 
 def register(workload: Workload) -> Workload:
+    """Add ``workload`` under its name; an empty name or a name already registered is refused
+    (ValueError naming both entries): a second entry never silently replaces the first."""
+    if not workload.name:
+        raise ValueError(f"workload of module {workload.module!r}: registered with an empty name")
+    existing = WORKLOADS.get(workload.name)
+    if existing is not None and existing is not workload:
+        raise ValueError(f"workload {workload.name!r} registered twice: {existing.module} and {workload.module}")
     WORKLOADS[workload.name] = workload
     return workload
 
@@ -582,6 +589,11 @@ register(
         ),
     )
 )
+
+
+def names() -> list[str]:
+    """Every registered workload's name, sorted."""
+    return sorted(WORKLOADS)
 
 
 def get(name: str) -> Workload:

@@ -20,6 +20,7 @@ import typer
 from orchestrator import __version__, paths
 from orchestrator.errors import UserError
 from orchestrator.cli.output import console, err_console, print_json, print_rows, print_table, trace_progress
+from orchestrator.states import AttemptState, RunState
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -270,7 +271,7 @@ def _print_counts(counts: dict[str, int], as_json: bool) -> None:
     if as_json:
         print_json({"counts": counts, "total": sum(counts.values())})
         return
-    order = ["planned", "skipped", "submitting", "submitted", "running", "retry", "finished", "failed", "cancelled"]
+    order = list(RunState)  # a run's life, in order
     keys = [k for k in order if k in counts] + sorted(k for k in counts if k not in order)
     print_table(["state", "runs"], [[k, counts[k]] for k in keys] + [["total", sum(counts.values())]])
 
@@ -286,7 +287,8 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
     from orchestrator.run.follow import poll_once
     from orchestrator.run.submit import submit_runs
 
-    waiting = ("submitting", "submitted", "running", "retry") + (("planned",) if submit_planned else ())
+    waiting = (RunState.SUBMITTING, RunState.SUBMITTED, RunState.RUNNING, RunState.RETRY) + (
+        (RunState.PLANNED,) if submit_planned else ())
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=err_console,
                   disable=quiet or not watch, transient=False) as progress:
@@ -304,8 +306,8 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
             submit_runs(c.sessions, executors, site=site, sweep=sweep,
                         run_ids=None if submit_planned else _retry_ids(c, sweep, site))
             counts = state_counts(c.engine, sweep, site)
-            total = sum(v for k, v in counts.items() if k != "skipped")
-            done = sum(counts.get(k, 0) for k in ("finished", "failed", "cancelled"))
+            total = sum(v for k, v in counts.items() if k != RunState.SKIPPED)
+            done = sum(counts.get(k, 0) for k in (RunState.FINISHED, RunState.FAILED, RunState.CANCELLED))
             detail = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
             progress.update(task, total=max(total, 1), completed=done, detail=detail)
             if not watch or not any(counts.get(k, 0) for k in waiting):
@@ -319,7 +321,7 @@ def _retry_ids(c: Context, sweep: str | None, site: str | None) -> list[str]:
     from orchestrator.results.db.models import Run
 
     with c.sessions() as session:
-        query = select(Run.id).where(Run.status == "retry")
+        query = select(Run.id).where(Run.status == RunState.RETRY)
         if sweep:
             query = query.where(Run.sweep == sweep)
         if site:
@@ -447,7 +449,7 @@ def run(
             row[6] = " ".join(f"{k}={v}" for k, v in json.loads(row[6] or "{}").items()
                               if k not in ("warmup", "iters"))
     print_rows(SUMMARY_COLUMNS, rows, "json" if as_json else "table", title=f"results of {name}")
-    if any(r[7] != "completed" for r in rows):
+    if any(r[7] != AttemptState.COMPLETED for r in rows):  # status: the last attempt's
         raise typer.Exit(1)
 
 
@@ -694,7 +696,8 @@ def workloads_list(as_json: JsonOpt = False) -> None:
 
 
 @workloads_app.command("show")
-def workloads_show(name: str, as_json: JsonOpt = False) -> None:
+def workloads_show(name: Annotated[str, typer.Argument(help="The workload (orch workloads list).")],
+                   as_json: JsonOpt = False) -> None:
     """A workload's parameters, defaults and help."""
     from workloads import registry
 

@@ -27,6 +27,7 @@ from orchestrator.plan.render import RunFiles, ScriptRenderer
 from orchestrator.plan.resolve import MemoryCache, Resolved, SiteResolver, shape_key
 from orchestrator.sites.profiles import SiteProfile, load_site
 from orchestrator.plan.sweep import LoadedSweep
+from orchestrator.states import RunState
 
 if TYPE_CHECKING:  # the database is imported by record_plan only: `orch plan --dry-run` needs none of it
     from sqlalchemy.orm import Session, sessionmaker
@@ -50,8 +51,8 @@ class PlannedRun:
         return RunFiles(Path(self.run_dir))
 
     @property
-    def status(self) -> str:
-        return "skipped" if self.resolved.skipped else "planned"
+    def status(self) -> RunState:
+        return RunState.SKIPPED if self.resolved.skipped else RunState.PLANNED
 
 
 def run_dir_for(runs_root: Path, spec: RunSpec) -> Path:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from orchestrator.states import FailureClass
 from orchestrator.timefmt import parse_walltime
 from orchestrator.yamlsource import Loc, YamlDocument, load_yaml
 from workloads import registry
@@ -33,8 +34,10 @@ MAX_VALUE_CHARS = 16 * 1024
 DEFAULT_MAX_RUNS = 50_000
 # Lowest values the workload harness accepts (workloads/harness/cli.py).
 PARAM_MINIMUMS = {"warmup": 0, "iters": 1}
-RETRYABLE = ("timeout", "out_of_memory", "node_failure", "preempted", "cancelled", "failed",
-             "launch_error", "missing_metrics", "bad_metrics", "lost")
+# Every failure class may be retried. Plain strings: validation messages and run records spell
+# them as the sweep file does.
+RETRYABLE = tuple(failure.value for failure in FailureClass)
+DEFAULT_RETRY = (FailureClass.TIMEOUT, FailureClass.NODE_FAILURE, FailureClass.PREEMPTED, FailureClass.LOST)
 
 # Axes every workload understands, with the check each value must pass.
 CORE_AXES = ("devices", "precision")
@@ -47,7 +50,7 @@ class RetryPolicy(BaseModel):
     max_attempts: int = Field(1, ge=1, le=20, description="attempts per run, the first included")
     # Not "on": YAML 1.1 reads an unquoted `on` key as the boolean true.
     failures: list[Literal[RETRYABLE]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: ["timeout", "node_failure", "preempted", "lost"],
+        default_factory=lambda: [failure.value for failure in DEFAULT_RETRY],
         description="failure classes that are retried",
     )
 

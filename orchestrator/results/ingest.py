@@ -27,12 +27,13 @@ from sqlalchemy.orm import Session
 from orchestrator.results.db.bulk import insert_rows
 from orchestrator.results.db.models import Environment, Metrics, MetricValue, utcnow
 from orchestrator.results.metrics_schema import HEADLINE_METRICS, MetricsFile
+from orchestrator.states import FailureClass
 
 
 @dataclass
 class IngestOutcome:
     ok: bool
-    failure: str | None = None  # "missing_metrics" | "bad_metrics"
+    failure: FailureClass | None = None  # MISSING_METRICS or BAD_METRICS
     reason: str | None = None
 
 
@@ -64,18 +65,18 @@ def read_bounded(path: Path, limit: int = MAX_METRICS_BYTES) -> bytes | IngestOu
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        return IngestOutcome(False, "missing_metrics", f"no metrics file at {path}")
+        return IngestOutcome(False, FailureClass.MISSING_METRICS, f"no metrics file at {path}")
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return IngestOutcome(False, "bad_metrics", f"{path.name}: a symbolic link (not followed)")
-        return IngestOutcome(False, "missing_metrics", f"cannot read {path}: {exc.strerror}")
+            return IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: a symbolic link (not followed)")
+        return IngestOutcome(False, FailureClass.MISSING_METRICS, f"cannot read {path}: {exc.strerror}")
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            return IngestOutcome(False, "bad_metrics", f"{path.name}: not a regular file (not read)")
+            return IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: not a regular file (not read)")
         if info.st_size > limit:
-            return IngestOutcome(False, "bad_metrics", f"{path.name}: {info.st_size} bytes, over the "
-                                                       f"{limit // (1024 * 1024)} MiB limit of a metrics file")
+            return IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: {info.st_size} bytes, over the "
+                                 f"{limit // (1024 * 1024)} MiB limit of a metrics file")
         chunks = []
         size = 0
         while size <= limit:
@@ -85,11 +86,11 @@ def read_bounded(path: Path, limit: int = MAX_METRICS_BYTES) -> bytes | IngestOu
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:
-            return IngestOutcome(False, "bad_metrics", f"{path.name}: over the {limit // (1024 * 1024)} MiB "
-                                                       "limit of a metrics file")
+            return IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: over the "
+                                 f"{limit // (1024 * 1024)} MiB limit of a metrics file")
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     except OSError as exc:
-        return IngestOutcome(False, "missing_metrics", f"cannot read {path}: {exc.strerror}")
+        return IngestOutcome(False, FailureClass.MISSING_METRICS, f"cannot read {path}: {exc.strerror}")
     finally:
         os.close(fd)
 
@@ -101,23 +102,24 @@ def parse_metrics(raw: bytes | str, name: str = "metrics.json") -> tuple[Metrics
         # since the stored document must stay valid JSON for PostgreSQL's json functions.
         data = pydantic_core.from_json(raw, allow_inf_nan=False, cache_strings="keys")
     except ValueError as exc:
-        return None, IngestOutcome(False, "bad_metrics", f"{name}: {_json_problem(raw, exc)}"), ""
+        return None, IngestOutcome(False, FailureClass.BAD_METRICS, f"{name}: {_json_problem(raw, exc)}"), ""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError as exc:
-        return None, IngestOutcome(False, "bad_metrics", f"{name}: not valid JSON ({exc})"), ""
+        return None, IngestOutcome(False, FailureClass.BAD_METRICS, f"{name}: not valid JSON ({exc})"), ""
     if not isinstance(data, dict):
-        return None, IngestOutcome(False, "bad_metrics", f"{name}: expected a JSON object"), ""
+        return None, IngestOutcome(False, FailureClass.BAD_METRICS, f"{name}: expected a JSON object"), ""
     duplicate = _duplicate_key(raw, data)
     if duplicate is not None:
-        return None, IngestOutcome(False, "bad_metrics", f"{name}: duplicate key {duplicate!r} in one object"), ""
+        return None, IngestOutcome(False, FailureClass.BAD_METRICS,
+                                   f"{name}: duplicate key {duplicate!r} in one object"), ""
     try:
         return MetricsFile.model_validate(data), IngestOutcome(True), text
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         message = str(first["msg"]).removeprefix("Value error, ")
-        return None, IngestOutcome(False, "bad_metrics", f"{name}: {where}: {message}"), ""
+        return None, IngestOutcome(False, FailureClass.BAD_METRICS, f"{name}: {where}: {message}"), ""
 
 
 def _json_problem(raw: bytes | str, fast_error: ValueError) -> str:

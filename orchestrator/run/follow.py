@@ -21,10 +21,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from orchestrator.results.db.models import Attempt, Run
 from orchestrator.results.db.results import record_results
 from orchestrator.results.db.state import ACTIVE_ATTEMPTS as ACTIVE
-from orchestrator.run.executors import FailureClass, JobInfo, JobState
+from orchestrator.run.executors import JobInfo, JobState
 from orchestrator.run.executors.base import SchedulerError, submit_window
 from orchestrator.plan.runfiles import RunFiles
 from orchestrator.run.submit import Executors
+from orchestrator.states import AttemptState, FailureClass, RunState
 
 if TYPE_CHECKING:
     from orchestrator.results.ingest import IngestOutcome
@@ -74,7 +75,8 @@ def _aware(value: datetime | None) -> datetime | None:
 
 
 def _repair_intents(session: Session, executors: Executors, report: PollReport, now: datetime) -> None:
-    intents = list(session.scalars(select(Attempt).where(Attempt.state == "submitting", Attempt.job_id.is_(None))
+    intents = list(session.scalars(select(Attempt)
+                                   .where(Attempt.state == AttemptState.SUBMITTING, Attempt.job_id.is_(None))
                                    .with_for_update(skip_locked=True, of=Attempt)))
     by_site: dict[tuple[str, str | None], list[Attempt]] = {}
     for attempt in intents:
@@ -97,9 +99,9 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
         for attempt in attempts:
             job_id = found.get(attempt.job_name)
             if job_id:
-                attempt.job_id, attempt.state, attempt.reason = job_id, "pending", None
+                attempt.job_id, attempt.state, attempt.reason = job_id, AttemptState.PENDING, None
                 attempt.submitted_at = attempt.submitted_at or now
-                attempt.run.status = "submitted"
+                attempt.run.status = RunState.SUBMITTED
                 report.repaired += 1
             elif now - max(filter(None, (_aware(attempt.created_at), last_submit)), default=now) > grace:
                 # The scheduler never got it: the run was not submitted after all.
@@ -107,7 +109,7 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
                 session.execute(delete(Attempt).where(Attempt.id == attempt.id))
                 has_earlier = session.scalar(select(func.count()).where(Attempt.run_id == run.id,
                                                                         Attempt.id != attempt.id))
-                run.status = "retry" if has_earlier else "planned"
+                run.status = RunState.RETRY if has_earlier else RunState.PLANNED
                 report.returned_to_plan += 1
 
 
@@ -136,21 +138,22 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
         if info.state == JobState.COMPLETED:
             outcome = outcomes[attempt.id]
             if outcome.ok:
-                attempt.state, run.status = "completed", "finished"
+                attempt.state, run.status = AttemptState.COMPLETED, RunState.FINISHED
                 attempt.reason = None  # nothing left of a pending comment
                 report.ingested += 1
             else:
-                attempt.state, attempt.failure_class, attempt.reason = "failed", outcome.failure, outcome.reason
+                attempt.state, attempt.failure_class = AttemptState.FAILED, outcome.failure
+                attempt.reason = outcome.reason
         else:
-            attempt.state = "failed"
+            attempt.state = AttemptState.FAILED
             attempt.failure_class = (info.failure or FailureClass.FAILED).value
             attempt.reason = info.reason
         report.ended += 1
-        if attempt.state == "failed":
-            failure = attempt.failure_class or "failed"
+        if attempt.state == AttemptState.FAILED:
+            failure = attempt.failure_class or FailureClass.FAILED
             report.failures[failure] = report.failures.get(failure, 0) + 1
             run.status = run.status_after_failure(attempt.number, attempt.failure_class)
-            report.retried += run.status == "retry"
+            report.retried += run.status == RunState.RETRY
     record_results(session, [attempt.id for attempt, _ in ended])
 
 
@@ -177,7 +180,7 @@ def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollRepo
                     if info is not None and info.extra.get("error"):
                         continue  # the scheduler could not be asked, or did not say: never an end
                     since = _aware(attempt.submitted_at) or _aware(attempt.created_at)
-                    if since is None or now - since < LOST_AFTER or attempt.state == "running":
+                    if since is None or now - since < LOST_AFTER or attempt.state == AttemptState.RUNNING:
                         continue  # the scheduler could not say this time: not an end
                     info = JobInfo(attempt.job_id or "", JobState.FAILED, FailureClass.LOST,
                                    reason=f"the scheduler has not known this job for {LOST_AFTER}"
@@ -190,7 +193,7 @@ def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollRepo
                 if info.ended:
                     ended.append((attempt, info))
                 elif info.state == JobState.RUNNING:
-                    attempt.state, attempt.run.status = "running", "running"
+                    attempt.state, attempt.run.status = AttemptState.RUNNING, RunState.RUNNING
                     attempt.started_at = attempt.started_at or now
                     attempt.reason = None  # a pending comment ("Not Running: ...") no longer holds
                 else:
@@ -207,7 +210,7 @@ def cancel_runs(sessions: sessionmaker[Session], executors: Executors, sweep: st
     cancelled: list[tuple[str, str]] = []
     with sessions.begin() as session:
         query = select(Attempt).join(Run).where(Attempt.state.in_(ACTIVE), Attempt.job_id.is_not(None))
-        planned = select(Run).where(Run.status.in_(("planned", "retry")))
+        planned = select(Run).where(Run.status.in_((RunState.PLANNED, RunState.RETRY)))
         for column, value in ((Run.sweep, sweep), (Run.site, site)):
             if value:
                 query, planned = query.where(column == value), planned.where(column == value)
@@ -220,6 +223,6 @@ def cancel_runs(sessions: sessionmaker[Session], executors: Executors, sweep: st
             executors.for_site(site_name, system).cancel([a.job_id for a in attempts if a.job_id])
             cancelled += [(a.run_id, a.job_id or "") for a in attempts]
         for run in session.scalars(planned):
-            run.status = "cancelled"
+            run.status = RunState.CANCELLED
             cancelled.append((run.id, ""))
     return cancelled

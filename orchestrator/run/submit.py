@@ -21,13 +21,17 @@ from sqlalchemy.orm import Session, sessionmaker
 from orchestrator.results.db.models import Attempt, Run
 from orchestrator.results.db.results import record_results
 from orchestrator.run.executors import Executor, JobRequest, executor_for
+from orchestrator.run.executors.base import SubmitResult
 from orchestrator.plan.runfiles import RunFiles, job_name
+from orchestrator.states import AttemptState, FailureClass, RunState
 
-SUBMITTABLE = ("planned", "retry")
+SUBMITTABLE = (RunState.PLANNED, RunState.RETRY)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SubmitReport:
+    """What :func:`submit_runs` did, by run id."""
+
     submitted: list[tuple[str, str]] = field(default_factory=list)  # (run id, job id)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (run id, reason)
     deferred: list[tuple[str, str]] = field(default_factory=list)  # (run id, reason): submitted later
@@ -88,14 +92,16 @@ def claim(sessions: sessionmaker[Session], run_ids: list[str]) -> list[tuple[Run
     with sessions.begin() as session:
         for run_id in run_ids:
             result = session.execute(update(Run).where(Run.id == run_id, Run.status.in_(SUBMITTABLE))
-                                     .values(status="submitting", updated_at=datetime.now(timezone.utc)))
+                                     .values(status=RunState.SUBMITTING,
+                                             updated_at=datetime.now(timezone.utc)))
             if result.rowcount != 1:
                 continue  # another process took it
             run = session.get(Run, run_id)
             assert run is not None
             session.refresh(run)
             number = (session.scalar(select(func.max(Attempt.number)).where(Attempt.run_id == run_id)) or 0) + 1
-            attempt = Attempt(run_id=run_id, number=number, state="submitting", scheduler=run.scheduler or "local",
+            attempt = Attempt(run_id=run_id, number=number, state=AttemptState.SUBMITTING,
+                              scheduler=run.scheduler or "local",
                               job_name=job_name(run_id, number, secrets.token_hex(3)))
             session.add(attempt)
             session.flush()
@@ -106,12 +112,13 @@ def claim(sessions: sessionmaker[Session], run_ids: list[str]) -> list[tuple[Run
 def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str | None = None,
                 sweep: str | None = None, dry_run: bool = False, run_ids: list[str] | None = None,
                 progress: Callable[[int], None] | None = None) -> SubmitReport:
-    report = SubmitReport()
     with sessions() as session:
         runs = candidates(session, site, sweep, run_ids)
     if dry_run:
-        report.would_submit = [r.id for r in runs]
-        return report
+        return SubmitReport(would_submit=[r.id for r in runs])
+    submitted: list[tuple[str, str]] = []
+    failed: list[tuple[str, str]] = []
+    deferred: list[tuple[str, str]] = []
     by_target: dict[tuple[str, str | None], list[str]] = {}
     for run in runs:
         by_target.setdefault((run.site, run.system), []).append(run.id)
@@ -131,43 +138,44 @@ def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str
                 shape_key=f"{run.nodes}x{run.tasks_per_node}:{run.queue}:{run.walltime_s}",
                 share=bool(json.loads(run.spec or "{}").get("share"))))
         try:
-            job_ids = executor.submit(requests)
+            result: SubmitResult = executor.submit(requests)
         except Exception as exc:  # the executor itself broke: record it on these attempts
             reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
             _record_refused(sessions, claimed, reason)
-            report.failed += [(run.id, reason) for run, _ in claimed]
+            failed += [(run.id, reason) for run, _ in claimed]
             continue
         now = datetime.now(timezone.utc)
         refused: list[tuple[Run, Attempt, str]] = []
         with sessions.begin() as session:
-            for (run, attempt), job_id in zip(claimed, job_ids):
+            for (run, attempt), job_id in zip(claimed, result.job_ids):
                 name = attempt.job_name
                 if job_id is not None:
                     session.execute(update(Attempt).where(Attempt.id == attempt.id)
-                                    .values(job_id=job_id, state="pending", submitted_at=now))
-                    session.execute(update(Run).where(Run.id == run.id).values(status="submitted", updated_at=now))
-                    report.submitted.append((run.id, job_id))
-                elif name in executor.deferred:
+                                    .values(job_id=job_id, state=AttemptState.PENDING, submitted_at=now))
+                    session.execute(update(Run).where(Run.id == run.id)
+                                    .values(status=RunState.SUBMITTED, updated_at=now))
+                    submitted.append((run.id, job_id))
+                elif name in result.deferred:
                     # Certainly not submitted: undo the claim, the run waits for the next submit.
                     session.execute(delete(Attempt).where(Attempt.id == attempt.id))
                     session.execute(update(Run).where(Run.id == run.id)
-                                    .values(status="retry" if attempt.number > 1 else "planned", updated_at=now))
-                    report.deferred.append((run.id, executor.deferred[name]))
-                elif name in executor.uncertain:
+                                    .values(status=RunState.RETRY if attempt.number > 1 else RunState.PLANNED,
+                                            updated_at=now))
+                    deferred.append((run.id, result.deferred[name]))
+                elif name in result.uncertain:
                     # Maybe submitted: the intent stays; `orch status` finds the job by name or
                     # hands the run back after a grace period.
                     session.execute(update(Attempt).where(Attempt.id == attempt.id)
-                                    .values(reason=executor.uncertain[name]))
-                    report.deferred.append((run.id, executor.uncertain[name]))
+                                    .values(reason=result.uncertain[name]))
+                    deferred.append((run.id, result.uncertain[name]))
                 else:
-                    refused.append((run, attempt, executor.submit_errors.get(name, "not submitted (no reason given)")))
+                    refused.append((run, attempt, result.refused.get(name, "not submitted (no reason given)")))
         for run, attempt, reason in refused:
             _record_refused(sessions, [(run, attempt)], reason)
-            report.failed.append((run.id, reason))
+            failed.append((run.id, reason))
         if progress:
-            progress(sum(1 for j in job_ids if j is not None))
-    report.calls = executors.calls()
-    return report
+            progress(sum(1 for j in result.job_ids if j is not None))
+    return SubmitReport(submitted=submitted, failed=failed, deferred=deferred, calls=executors.calls())
 
 
 def _record_refused(sessions: sessionmaker[Session], claimed: list[tuple[Run, Attempt]], reason: str) -> None:
@@ -176,7 +184,7 @@ def _record_refused(sessions: sessionmaker[Session], claimed: list[tuple[Run, At
     with sessions.begin() as session:
         for run, attempt in claimed:
             session.execute(update(Attempt).where(Attempt.id == attempt.id).values(
-                state="failed", failure_class="launch_error", reason=reason, finished_at=now))
+                state=AttemptState.FAILED, failure_class=FailureClass.LAUNCH_ERROR, reason=reason, finished_at=now))
             session.execute(update(Run).where(Run.id == run.id).values(
-                status=run.status_after_failure(attempt.number, "launch_error"), updated_at=now))
+                status=run.status_after_failure(attempt.number, FailureClass.LAUNCH_ERROR), updated_at=now))
         record_results(session, [attempt.id for _, attempt in claimed])

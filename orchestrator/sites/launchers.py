@@ -1,4 +1,6 @@
-"""Launchers: how a site starts N processes of a workload. Add one by adding a class.
+"""Launchers: how a site starts N processes of a workload. Add one by adding a class
+registered with ``@LAUNCHERS.register("<name>")`` (its options model goes in
+:mod:`orchestrator.sites.launcher_options`, registered under the same name).
 
 Each returns an argv list; the renderer quotes every element, so nothing from a
 sweep or a profile reaches the shell unquoted. What needs the shell at run time
@@ -28,13 +30,22 @@ gaudi_spawn Habana's ``gaudi_spawn.py --world_size N --use_mpi|--use_deepspeed``
 
 Vendor runners (``cerebras``, ``sambaflow``, ``poptorch``, ``groqflow``) are launchers too, in
 ``orchestrator/sites/vendors/``: they run the vendor's own application, then an adapter that writes
-the metrics file.
+the metrics file. :data:`LAUNCHERS` imports their modules (named in :data:`VENDOR_MODULES`, by
+name: this module never imports them, they import it) before its first lookup or listing.
+
+Standard library only: the vendor adapters import this module on compute nodes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from orchestrator.registry import Registry
+
+# The vendor runners' modules, imported (hence registered) by LAUNCHERS before its first lookup.
+VENDOR_MODULES = tuple(f"orchestrator.sites.vendors.{vendor}" for vendor in ("cerebras", "sambanova", "graphcore",
+                                                                             "groq"))
 
 
 @dataclass(frozen=True)
@@ -62,16 +73,15 @@ class LaunchRequest:
         return self.nodes * (self.devices_per_node or self.tasks_per_node)
 
 
+# Every launcher by ``launcher.name``; the vendor runners' modules are imported before a lookup.
+LAUNCHERS: Registry[type["Launcher"]] = Registry("launcher", modules=VENDOR_MODULES, name_attr="name")
+
+
 class Launcher:
-    name: ClassVar[str]
+    name: ClassVar[str] = ""  # set by LAUNCHERS.register
     max_nodes: ClassVar[int | None] = None  # None: no limit of its own
     # True: one process drives all the devices of a node (tasks_per_node is 1).
     single_process: ClassVar[bool] = False
-    registry: ClassVar[dict[str, type["Launcher"]]] = {}
-
-    def __init_subclass__(cls) -> None:
-        super().__init_subclass__()
-        Launcher.registry[cls.name] = cls
 
     def program(self, req: LaunchRequest) -> list[str]:
         return [*req.rank_wrapper, req.python, "-m", req.module, *req.args]
@@ -98,10 +108,10 @@ class Launcher:
         return None
 
 
+@LAUNCHERS.register("python")
 class PythonLauncher(Launcher):
     """One process, no launcher: ``python -m workloads.X``."""
 
-    name = "python"
     max_nodes = 1
 
     def check(self, req: LaunchRequest) -> str | None:
@@ -113,10 +123,10 @@ class PythonLauncher(Launcher):
         return self.program(req)
 
 
+@LAUNCHERS.register("single")
 class SingleProcessLauncher(Launcher):
     """One process for all the run's devices (PopTorch replicas on IPUs, GroqFlow on GroqCards)."""
 
-    name = "single"
     max_nodes = 1
     single_process = True
 
@@ -126,10 +136,10 @@ class SingleProcessLauncher(Launcher):
         return [*req.extra_args, *self.program(req)] if req.extra_args else self.program(req)
 
 
+@LAUNCHERS.register("torchrun")
 class TorchrunLauncher(Launcher):
     """``torch.distributed.run``: standalone on one node; one per node through srun/mpiexec on several."""
 
-    name = "torchrun"
     RDZV_PORT: ClassVar[int] = 29400
 
     def _via(self, req: LaunchRequest) -> str | None:
@@ -163,10 +173,9 @@ class TorchrunLauncher(Launcher):
         return ["mpiexec", "-n", str(req.nodes), "--ppn", "1", *inner]
 
 
+@LAUNCHERS.register("srun")
 class SrunLauncher(Launcher):
     """Slurm's ``srun``: one task per device; the workload reads SLURM_* to initialise."""
-
-    name = "srun"
 
     def argv(self, req: LaunchRequest) -> list[str]:
         return [
@@ -175,30 +184,27 @@ class SrunLauncher(Launcher):
         ]
 
 
+@LAUNCHERS.register("mpiexec")
 class MpiexecLauncher(Launcher):
     """MPICH / Cray PALS ``mpiexec -n N --ppn K`` (Polaris); the workload reads PMI_*/PALS_*."""
-
-    name = "mpiexec"
 
     def argv(self, req: LaunchRequest) -> list[str]:
         return ["mpiexec", "-n", str(req.tasks), "--ppn", str(req.tasks_per_node), *req.extra_args,
                 *self.program(req)]
 
 
+@LAUNCHERS.register("mpirun")
 class MpirunLauncher(Launcher):
     """Intel MPI / Open MPI ``mpirun -n N -ppn K`` (Dawn: ``mpirun -n 8 -ppn 8``)."""
-
-    name = "mpirun"
 
     def argv(self, req: LaunchRequest) -> list[str]:
         return ["mpirun", "-n", str(req.tasks), "-ppn", str(req.tasks_per_node), *req.extra_args,
                 *self.program(req)]
 
 
+@LAUNCHERS.register("deepspeed")
 class DeepSpeedLauncher(Launcher):
     """The ``deepspeed`` launcher; on several nodes it reads the hostfile the template writes."""
-
-    name = "deepspeed"
 
     def hostfile(self, req: LaunchRequest) -> bool:
         return req.nodes > 1
@@ -220,17 +226,24 @@ class DeepSpeedLauncher(Launcher):
         return [*argv, "--no_local_rank", *req.extra_args, "--module", req.module, *req.args]
 
 
+@LAUNCHERS.register("gaudi_spawn")
 class GaudiSpawnLauncher(Launcher):
     """Habana's ``gaudi_spawn.py --world_size N --use_mpi`` (or ``--use_deepspeed``) on one node."""
 
-    name = "gaudi_spawn"
     max_nodes = 1
+    MODES: ClassVar[tuple[str, ...]] = ("mpi", "deepspeed")  # --use_mpi, --use_deepspeed
+
+    def check(self, req: LaunchRequest) -> str | None:
+        # A profile's mode is checked when it loads (launcher_options.GaudiSpawnOptions); this
+        # catches a request built some other way, instead of running it under another mode.
+        mode = str(req.options.get("mode", "mpi"))
+        if mode not in self.MODES:
+            return f"launcher gaudi_spawn: unknown mode {mode!r} (valid: {', '.join(self.MODES)})"
+        return super().check(req)
 
     def argv(self, req: LaunchRequest) -> list[str]:
         program = str(req.options.get("program", "gaudi_spawn.py"))
         mode = str(req.options.get("mode", "mpi"))
-        if mode not in ("mpi", "deepspeed"):
-            mode = "mpi"
         if req.tasks == 1:
             return self.program(req)
         script = req.script or req.module
@@ -239,11 +252,5 @@ class GaudiSpawnLauncher(Launcher):
 
 
 def get_launcher(name: str) -> Launcher:
-    if name not in Launcher.registry:  # the vendor runners (orchestrator/sites/vendors/) register on import
-        from orchestrator.sites import vendors
-
-        vendors.load()
-    try:
-        return Launcher.registry[name]()
-    except KeyError:
-        raise KeyError(f"unknown launcher {name!r} (known: {', '.join(sorted(Launcher.registry))})") from None
+    """An instance of the launcher registered as ``name``; UnknownName (a KeyError) lists the known ones."""
+    return LAUNCHERS.get(name)()

@@ -13,12 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from orchestrator import paths
-from orchestrator.errors import UserError
+from orchestrator.errors import SourceError, UserError
+from orchestrator.sites.launcher_options import LAUNCHER_OPTIONS
+from orchestrator.sites.options import option_problem
+from orchestrator.sites.schedulers import SCHEDULERS
 from orchestrator.timefmt import format_hms, parse_walltime
-from orchestrator.yamlsource import load_yaml
+from orchestrator.yamlsource import format_loc, load_yaml
 from workloads.registry import PRECISIONS
 
 DEVICE_TYPES = ("cpu", "cuda", "xpu", "hpu", "rdu", "ipu", "wse", "lpu")
@@ -161,13 +165,23 @@ class Node(BaseModel):
 
 class Launcher(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    # A registered launcher (orchestrator/sites/launchers.py, the vendor runners).
     name: str = "python"
     # Extra launcher arguments, each quoted when rendered.
     args: list[str] = Field(default_factory=list)
     # Per-rank device pinning done by a small wrapper the template writes (see GPU_AFFINITY).
     gpu_affinity: Literal[GPU_AFFINITY] = "none"  # type: ignore[valid-type]
-    # Launcher-specific settings (e.g. torchrun ``via: srun``; a vendor runner's ``program``).
+    # Launcher-specific settings (e.g. torchrun ``via: srun``; a vendor runner's ``examples``), checked
+    # against the launcher's model in orchestrator/sites/launcher_options.py when the profile loads
+    # (SiteProfile._options); kept as written.
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in LAUNCHER_OPTIONS:
+            raise ValueError(f"unknown launcher {value!r} (valid: {', '.join(LAUNCHER_OPTIONS.names())})")
+        return value
 
 
 class Account(BaseModel):
@@ -258,11 +272,15 @@ class Price(BaseModel):
         return float(self.per_device_hour or 0) * max(1, devices_per_node)
 
 
+# The pydantic error type of SiteProfile._options (load_site locates it from its context).
+OPTION_ERROR = "site_option"
+
+
 class SiteProfile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     description: str = ""
-    scheduler: Literal["local", "slurm", "pbs", "appliance"]
+    scheduler: str  # one of SCHEDULERS (orchestrator/sites/schedulers.py)
     template: str | None = None  # default: <scheduler>.sh.j2
     python: str | None = None  # interpreter on the nodes; None: the one running orch
     max_nodes: int = Field(1, ge=1)
@@ -275,21 +293,36 @@ class SiteProfile(BaseModel):
     setup: list[str] = Field(default_factory=list)
     directives: list[str] = Field(default_factory=list)
     resources: Resources = Field(default_factory=Resources)
-    executor: dict[str, Any] = Field(default_factory=dict)  # options for the executor
+    # Options for the scheduler's executor, checked against its model in orchestrator/sites/schedulers.py
+    # (SiteProfile._options); kept as written, read as that model by the executor.
+    executor: dict[str, Any] = Field(default_factory=dict)
     price: Price | None = None
     network: Network | None = None  # for the time model; None: estimated from the device type
     systems: dict[str, dict[str, Any]] = Field(default_factory=dict)
     system: str | None = None  # set when a system's overrides were applied
 
-    @field_validator("executor")
+    @field_validator("scheduler")
     @classmethod
-    def _local_cores(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        # Local site: ``cores`` is how many cores local runs may hold at once (default: the machine's).
-        if info.data.get("scheduler") == "local" and "cores" in value:
-            cores = value["cores"]
-            if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
-                raise ValueError(f"cores: expected a whole number of cores >= 1, got {cores!r}")
+    def _scheduler(cls, value: str) -> str:
+        if value not in SCHEDULERS:
+            raise ValueError(f"unknown scheduler {value!r} (valid: {', '.join(SCHEDULERS.names())})")
         return value
+
+    @model_validator(mode="after")
+    def _options(self) -> "SiteProfile":
+        """The executor's and the launcher's options against their models (one error, located)."""
+        for base, model, what, data in (
+                (("executor",), SCHEDULERS.get(self.scheduler), f"scheduler {self.scheduler}", self.executor),
+                (("launcher", "options"), LAUNCHER_OPTIONS.get(self.launcher.name), f"launcher {self.launcher.name}",
+                 self.launcher.options)):
+            problem = option_problem(model, data, what)
+            if problem is not None:
+                line_at, field, message = problem
+                # load_site reads where the problem is from the context (a model validator's own
+                # errors are located at the model); str() is the message alone.
+                raise PydanticCustomError(OPTION_ERROR, "{message}", {
+                    "message": message, "line_at": base + line_at, "field": base + field})
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> "SiteProfile":
@@ -375,12 +408,19 @@ def load_site(target: str, sites_dirs: list[Path] | None = None) -> SiteProfile:
             raise UserError(f"{path}: site {name!r} has no system {system!r} (known: {', '.join(systems) or 'none'})")
         data = _merge({k: v for k, v in data.items() if k != "systems"}, systems[system] or {}, top=True)
         data["system"] = system
+    def located(loc: tuple[Any, ...]) -> tuple[Any, ...]:  # a system's value is in its overrides
+        if system and loc and loc[0] in ((doc.data.get("systems") or {}).get(system) or {}):
+            return ("systems", system) + loc
+        return loc
+
     try:
         return SiteProfile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = tuple(first["loc"])
-        if system and loc and loc[0] in ((doc.data.get("systems") or {}).get(system) or {}):
-            loc = ("systems", system) + loc
+        if first["type"] == OPTION_ERROR:  # an executor or launcher option: located by SiteProfile._options
+            ctx = first["ctx"]
+            raise SourceError(doc.path, doc.line_of(located(tuple(ctx["line_at"]))),
+                              format_loc(located(tuple(ctx["field"]))) or None, ctx["message"]) from None
+        loc = located(tuple(first["loc"]))
         message = "unknown field" if first["type"] == "extra_forbidden" else str(first["msg"]).removeprefix("Value error, ")
         raise doc.error(loc, message) from None

@@ -48,9 +48,9 @@ def test_submit_single_and_arrays_then_one_qstat_per_query(pbs, tmp_path: Path) 
             request(tmp_path, "a1", "exit 4", shape="s"),
             request(tmp_path, "a2", "exit 0", shape="s"),
             request(tmp_path, "lonely", "exit 0", shape="t")]  # a group of one: a plain job
-    ids = ex.submit(reqs)
+    ids = ex.submit(reqs).job_ids
     seq = ids[1].split("[")[0]
-    assert ids[1:4] == [f"{seq}[0].pbs01", f"{seq}[1].pbs01", f"{seq}[2].pbs01"]
+    assert ids[1:4] == (f"{seq}[0].pbs01", f"{seq}[1].pbs01", f"{seq}[2].pbs01")
     assert "[" not in ids[0] and "[" not in ids[4]
     qsubs = pbs.calls("qsub")
     assert len(qsubs) == 3 and sum("-J" in c for c in qsubs) == 1
@@ -82,7 +82,7 @@ def test_failure_classes_end_to_end(pbs, tmp_path: Path) -> None:
                     directives="#PBS -l select=1:ncpus=1:mem=20mb\n"),
             request(tmp_path, "cancel_me", "sleep 30"),
             request(tmp_path, "segv", "kill -SEGV $$")]
-    ids = ex.submit(reqs)
+    ids = ex.submit(reqs).job_ids
     deadline = time.time() + 30
     while ex.query([ids[2]])[ids[2]].state != JobState.RUNNING and time.time() < deadline:
         time.sleep(0.1)
@@ -99,7 +99,7 @@ def test_failure_classes_end_to_end(pbs, tmp_path: Path) -> None:
 def test_cancel_a_queued_array(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex")
-    ids = ex.submit([request(tmp_path, f"q{i}", "sleep 20", shape="s") for i in range(3)])
+    ids = ex.submit([request(tmp_path, f"q{i}", "sleep 20", shape="s") for i in range(3)]).job_ids
     ex.cancel(ids)
     infos = wait(ex, ids)
     assert all(i.failure == FailureClass.CANCELLED for i in infos.values())
@@ -109,7 +109,7 @@ def test_find_by_name_repairs_an_interrupted_submit(pbs, tmp_path: Path) -> None
     ex = OrchPbsExecutor(tmp_path / "ex")
     reqs = [request(tmp_path, "one", "true"), request(tmp_path, "b0", "true", shape="s"),
             request(tmp_path, "b1", "true", shape="s")]
-    ids = ex.submit(reqs)
+    ids = ex.submit(reqs).job_ids
     fresh = OrchPbsExecutor(tmp_path / "ex")  # another orch process, same folder
     found = fresh.find_by_name([r.job_name for r in reqs] + ["orch-never-a1"])
     assert found == {r.job_name: jid for r, jid in zip(reqs, ids)}
@@ -119,7 +119,7 @@ def test_find_by_name_repairs_an_interrupted_submit(pbs, tmp_path: Path) -> None
 def test_history_gone_and_invalid_json(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # An odd variable value: the server prints invalid JSON (PBS_EMU_RAW_VARIABLES).
     ex = OrchPbsExecutor(tmp_path / "ex", {"qsub_args": ["-v", 'ODD=say "hi"']})
-    ids = ex.submit([request(tmp_path, "x0", "exit 0"), request(tmp_path, "x1", "exit 2")])
+    ids = list(ex.submit([request(tmp_path, "x0", "exit 0"), request(tmp_path, "x1", "exit 2")]).job_ids)
     pbs.wait_all()
     monkeypatch.setenv("PBS_EMU_RAW_VARIABLES", "1")
     before = len(pbs.calls("qstat"))
@@ -144,7 +144,7 @@ def test_a_server_dropping_operands_is_asked_one_at_a_time(pbs, tmp_path: Path,
     monkeypatch.setenv("PBS_EMU_DROP_OPERANDS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex")
     ids = ex.submit([request(tmp_path, "first", "sleep 3"), request(tmp_path, "second", "true"),
-                     request(tmp_path, "a0", "true", shape="s"), request(tmp_path, "a1", "true", shape="s")])
+                     request(tmp_path, "a0", "true", shape="s"), request(tmp_path, "a1", "true", shape="s")]).job_ids
     infos = ex.query(ids)
     # Nothing is unknown: every job was asked for again on its own.
     assert all(i.state in (JobState.PENDING, JobState.RUNNING) for i in infos.values()), infos
@@ -163,7 +163,7 @@ def test_a_subjob_deleted_before_it_ran_is_cancelled(pbs, tmp_path: Path, monkey
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex")
     ids = ex.submit([request(tmp_path, "s0", "exit 3", shape="s"), request(tmp_path, "s1", "sleep 3", shape="s"),
-                     request(tmp_path, "s2", "true", shape="s")])
+                     request(tmp_path, "s2", "true", shape="s")]).job_ids
     deadline = time.time() + 30
     while ex.query([ids[1]])[ids[1]].state != JobState.RUNNING and time.time() < deadline:
         time.sleep(0.1)
@@ -181,26 +181,28 @@ def test_a_subjob_deleted_before_it_ran_is_cancelled(pbs, tmp_path: Path, monkey
 
 def test_qsub_refusal_is_reported(pbs, tmp_path: Path) -> None:
     ex = OrchPbsExecutor(tmp_path / "ex", {"qsub_args": ["-J", "0-0"]})
-    assert ex.submit([request(tmp_path, "bad", "true")]) == [None]
-    assert "illegal -J value" in ex.submit_errors["orch-bad-a1"] and not ex.uncertain and not ex.deferred
+    result = ex.submit([request(tmp_path, "bad", "true")])
+    assert result.job_ids == (None,)
+    assert "illegal -J value" in result.refused["orch-bad-a1"] and not result.uncertain and not result.deferred
 
 
 def test_server_down_is_uncertain_and_queue_limit_defers(pbs, tmp_path: Path) -> None:
     (pbs.bin / "qsub").write_text("#!/bin/sh\necho 'qsub: cannot connect to server pbs01 (errno=111)' >&2\n"
                                   "exit 1\n")
     ex = OrchPbsExecutor(tmp_path / "ex")
-    assert ex.submit([request(tmp_path, "down", "true")]) == [None]
-    assert "cannot connect to server" in ex.uncertain["orch-down-a1"] and not ex.submit_errors
+    result = ex.submit([request(tmp_path, "down", "true")])
+    assert result.job_ids == (None,)
+    assert "cannot connect to server" in result.uncertain["orch-down-a1"] and not result.refused
 
 
 def test_max_queued_jobs_defers_the_rest(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex", {"max_queued_jobs": 3})
-    first = ex.submit([request(tmp_path, f"s{i}", "sleep 5", shape="s") for i in range(2)])
+    first = ex.submit([request(tmp_path, f"s{i}", "sleep 5", shape="s") for i in range(2)]).job_ids
     assert all(first) and ex.queued_count() == 2
     more = ex.submit([request(tmp_path, f"m{i}", "true") for i in range(3)])
-    assert more[0] is not None and more[1:] == [None, None]
-    assert set(ex.deferred) == {"orch-m1-a1", "orch-m2-a1"} and "max_queued_jobs=3" in ex.deferred["orch-m1-a1"]
+    assert more.job_ids[0] is not None and more.job_ids[1:] == (None, None)
+    assert set(more.deferred) == {"orch-m1-a1", "orch-m2-a1"} and "max_queued_jobs=3" in more.deferred["orch-m1-a1"]
     ex.cancel(first)
 
 
@@ -245,9 +247,9 @@ def test_cancel_stops_every_copy(pbs, tmp_path: Path, monkeypatch: pytest.Monkey
     reqs = [request(tmp_path, "solo", "sleep 30"), request(tmp_path, "a0", "sleep 30", shape="s"),
             request(tmp_path, "a1", "sleep 30", shape="s")]
     ex = OrchPbsExecutor(tmp_path / "ex")
-    recorded = ex.submit(reqs)
-    copies = OrchPbsExecutor(tmp_path / "ex").submit(reqs)  # the same attempts again
-    other = ex.submit([request(tmp_path, "other", "sleep 30")])
+    recorded = ex.submit(reqs).job_ids
+    copies = OrchPbsExecutor(tmp_path / "ex").submit(reqs).job_ids  # the same attempts again
+    other = ex.submit([request(tmp_path, "other", "sleep 30")]).job_ids
     ex.cancel([recorded[0], recorded[2]])  # the plain job and subjob 1 of the array
     stopped = [recorded[0], recorded[2], copies[0], copies[2]]
     infos = wait(ex, stopped)

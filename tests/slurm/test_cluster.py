@@ -158,8 +158,9 @@ def jobs(cluster, slurm_root, new_request):
 
     ex = SlurmExecutor(root / "sched")
     keys = list(reqs)
-    ids = ex.submit([reqs[k] for k in keys])
-    assert all(ids), ex.submit_errors
+    result = ex.submit([reqs[k] for k in keys])
+    ids = result.job_ids
+    assert all(ids), result.refused
     assert ex.calls["sbatch"] == len(keys)  # empty shape keys: one job each, no arrays
     yield ex, dict(zip(keys, ids)), reqs
     # A failed or interrupted run must not leave sleepers on the cluster.
@@ -175,7 +176,7 @@ def test_array_of_five_runs_each_own_script(cluster, jobs, slurm_root, new_reque
         for i in range(5)
     ]
     ex = SlurmExecutor(root / "sched", {"array_parallelism": 2})
-    ids = ex.submit(reqs)
+    ids = list(ex.submit(reqs).job_ids)
     assert ex.calls == {"sbatch": 1}
     base = ids[0].split("_")[0]
     assert ids == [f"{base}_{i}" for i in range(5)]
@@ -212,8 +213,9 @@ def test_a_name_in_two_array_manifests_finds_the_array_slurm_has(cluster, slurm_
     tag = uuid.uuid4().hex[:8]
     reqs = [new_request(root, f"two{i}-{tag}", "true", ["--time=00:01:00"], shape_key="s") for i in range(2)]
     ex = SlurmExecutor(root / "sched")
-    ids = ex.submit(reqs)
-    assert all(ids), ex.submit_errors
+    result = ex.submit(reqs)
+    ids = result.job_ids
+    assert all(ids), result.refused
     stale = root / "sched" / "arrays" / "ffffffffffffffff.names"
     stale.write_text("\n".join([f"orch-gone-{tag}-a1", *(r.job_name for r in reversed(reqs))]) + "\n")
     want = dict(zip([r.job_name for r in reqs], ids))
@@ -254,7 +256,7 @@ def test_max_array_size_splits_and_max_queued_jobs_limits(cluster, jobs, slurm_r
     reqs = [new_request(root, f"split{i}-{tag}", "true", ["--time=00:01:00"], shape_key="s")
             for i in range(3)]
     ex = SlurmExecutor(root / "sched", {"max_array_size": 2})
-    ids = ex.submit(reqs)
+    ids = ex.submit(reqs).job_ids
     assert ex.calls["sbatch"] == 2
     assert ids[0].endswith("_0") and ids[1].endswith("_1") and ids[0].split("_")[0] == ids[1].split("_")[0]
     assert "_" not in ids[2]  # the remainder of one is a plain job
@@ -267,12 +269,13 @@ def test_max_array_size_splits_and_max_queued_jobs_limits(cluster, jobs, slurm_r
     seen: list[int] = []
     real = ex2.queued_count
     ex2.queued_count = lambda: seen.append(real()) or seen[-1]  # type: ignore[method-assign]
-    ex2.options["max_queued_jobs"] = real() + 2
-    ids2 = ex2.submit(lim_reqs)
-    k = max(0, min(4, ex2.options["max_queued_jobs"] - seen[0]))
+    ex2.options.max_queued_jobs = real() + 2  # typed options (SlurmOptions)
+    result2 = ex2.submit(lim_reqs)
+    ids2 = result2.job_ids
+    k = max(0, min(4, ex2.options.max_queued_jobs - seen[0]))
     assert [i is not None for i in ids2] == [True] * k + [False] * (4 - k)
-    assert set(ex2.deferred) == {r.job_name for r in lim_reqs[k:]}
-    assert all("max_queued_jobs" in v for v in ex2.deferred.values()) and not ex2.submit_errors
+    assert set(result2.deferred) == {r.job_name for r in lim_reqs[k:]}
+    assert all("max_queued_jobs" in v for v in result2.deferred.values()) and not result2.refused
     follow(ex2, [i for i in ids2 if i], timeout=90)
 
 
@@ -283,11 +286,12 @@ def test_rejected_script_is_reported_and_the_rest_submitted(cluster, jobs, slurm
     huge = new_request(root, f"huge-{tag}", "true", ["-N 5"])  # 4 nodes exist
     good = new_request(root, f"fine-{tag}", "true", ["--partition=batch", "--time=02:00:00"])
     ex = SlurmExecutor(root / "sched")
-    ids = ex.submit([bad, huge, good])
+    result = ex.submit([bad, huge, good])
+    ids = result.job_ids
     assert ids[0] is None and ids[1] is None and ids[2]
-    assert "time limit" in ex.submit_errors[bad.job_name].lower()
-    assert "node count" in ex.submit_errors[huge.job_name].lower()
-    assert not ex.deferred
+    assert "time limit" in result.refused[bad.job_name].lower()
+    assert "node count" in result.refused[huge.job_name].lower()
+    assert not result.deferred
     assert follow(ex, [ids[2]], timeout=60)[ids[2]].state == JobState.COMPLETED
 
 
@@ -362,7 +366,7 @@ def test_restart_controller_while_following(cluster, slurm_root, new_request, fo
     tag = uuid.uuid4().hex[:8]
     reqs = [new_request(root, f"rs{i}-{tag}", "sleep 8; echo done", ["--time=00:02:00"]) for i in range(2)]
     ex = SlurmExecutor(root / "sched")
-    ids = ex.submit(reqs)
+    ids = ex.submit(reqs).job_ids
     assert all(ids)
     ex.query(ids)
     sandbox.restart_controller()

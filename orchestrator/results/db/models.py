@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from orchestrator.states import FailureClass, RunState
+
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
@@ -41,8 +43,7 @@ class Run(Base):
     workload: Mapped[str] = mapped_column(String(100))
     site: Mapped[str] = mapped_column(String(100), index=True)
     system: Mapped[str | None] = mapped_column(String(100))
-    # planned | skipped | submitting | submitted | running | finished | failed | cancelled
-    status: Mapped[str] = mapped_column(String(20), index=True)
+    status: Mapped[str] = mapped_column(String(20), index=True)  # a RunState (orchestrator/states.py)
     skip_reason: Mapped[str | None] = mapped_column(Text)
     devices: Mapped[int] = mapped_column(Integer)
     nodes: Mapped[int | None] = mapped_column(Integer)
@@ -85,26 +86,25 @@ class Run(Base):
 
     attempts: Mapped[list["Attempt"]] = relationship(back_populates="run", order_by="Attempt.number")
 
-    def status_after_failure(self, attempt_number: int, failure_class: str | None) -> str:
+    def status_after_failure(self, attempt_number: int, failure_class: str | None) -> RunState:
         """The run's status once attempt ``attempt_number`` failed with ``failure_class``:
         ``retry`` while the sweep's policy names the class and attempts remain."""
         if failure_class in json.loads(self.retry_on or "[]") and attempt_number < self.max_attempts:
-            return "retry"
-        return "cancelled" if failure_class == "cancelled" else "failed"
+            return RunState.RETRY
+        return RunState.CANCELLED if failure_class == FailureClass.CANCELLED else RunState.FAILED
 
 
 class Attempt(Base):
     """One submission of a run. The row is written before the scheduler call (state
-    ``submitting``) and the job id after it, so an interrupted submit can be repaired."""
+    ``AttemptState.SUBMITTING``) and the job id after it, so an interrupted submit can be repaired."""
 
     __tablename__ = "attempts"
     __table_args__ = (UniqueConstraint("run_id", "number"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
     number: Mapped[int] = mapped_column(Integer)
-    # submitting | pending | running | completed | failed
-    state: Mapped[str] = mapped_column(String(20), index=True)
-    failure_class: Mapped[str | None] = mapped_column(String(30))
+    state: Mapped[str] = mapped_column(String(20), index=True)  # an AttemptState (orchestrator/states.py)
+    failure_class: Mapped[str | None] = mapped_column(String(30))  # a FailureClass when the attempt failed
     reason: Mapped[str | None] = mapped_column(Text)
     scheduler: Mapped[str] = mapped_column(String(20))
     job_id: Mapped[str | None] = mapped_column(String(100), index=True)

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator.results.db.models import Attempt
 from orchestrator.results.db.results import record_results
+from orchestrator.states import AttemptState
 
 CHUNK = 5000
 
@@ -26,8 +27,8 @@ def rebuild_results(sessions: "sessionmaker[Session]",
     """Rewrite every result row from the tables (idempotent); returns how many attempts have
     one. ``progress(done, total)`` is called after each chunk of attempts."""
     with sessions.begin() as session:
-        ids = list(session.scalars(select(Attempt.id).where(Attempt.state.in_(("completed", "failed")))
-                                   .order_by(Attempt.id)))
+        ended = (AttemptState.COMPLETED, AttemptState.FAILED)
+        ids = list(session.scalars(select(Attempt.id).where(Attempt.state.in_(ended)).order_by(Attempt.id)))
         # Rows of attempts that no longer ended (or no longer exist) go too.
         session.execute(text("DELETE FROM result_rows"))
         if progress:

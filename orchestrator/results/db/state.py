@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, text
 
+from orchestrator.states import AttemptState, RunState
+
 # Attempt states the scheduler still has to be asked about (see orchestrator.run.follow).
-ACTIVE_ATTEMPTS = ("submitting", "pending", "running")
+ACTIVE_ATTEMPTS = (AttemptState.SUBMITTING, AttemptState.PENDING, AttemptState.RUNNING)
 
 
 def _filters(sweep: str | None, site: str | None) -> tuple[str, dict[str, str]]:
@@ -40,5 +42,5 @@ def needs_follow(engine: Engine, sweep: str | None = None, site: str | None = No
     with engine.connect() as connection:
         if connection.execute(text(f"SELECT 1 FROM attempts WHERE state IN ({active}) LIMIT 1")).first():
             return True
-        return connection.execute(text(f"SELECT 1 FROM runs WHERE status = 'retry'{where} LIMIT 1"),
+        return connection.execute(text(f"SELECT 1 FROM runs WHERE status = '{RunState.RETRY}'{where} LIMIT 1"),
                                   params).first() is not None

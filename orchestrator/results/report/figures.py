@@ -22,6 +22,7 @@ from orchestrator.results.report.model import (MAX_CATEGORIES, MAX_PANELS, MAX_P
                                        FigureData, Panel, Point, RefLine, Series, Skip, Table)
 from orchestrator.results.report.source import (Source, config_label, key_of, number, params_of, shorten,
                                         system_label)
+from orchestrator.states import AttemptState, FailureClass
 
 Builder = Callable[[Source], "FigureData | Skip"]
 
@@ -276,7 +277,7 @@ def strategies(src: Source) -> FigureData | Skip:
         memory: dict[str, list[Point]] = defaultdict(list)
         timing: dict[str, list[Point]] = defaultdict(list)
         for row, label in zip(group, labels):
-            if row["status"] == "completed":
+            if row["status"] == AttemptState.COMPLETED:
                 if number(row["peak_mem_gb"]) is not None:
                     memory[label].append(Point(row["strategy"], row["peak_mem_gb"], row["run_id"]))
                 if number(row[time_column]) is not None:
@@ -285,11 +286,11 @@ def strategies(src: Source) -> FigureData | Skip:
                                "configuration": label, "status": row["status"],
                                "failure_class": row["failure_class"], "peak_mem_gb": row["peak_mem_gb"],
                                "epoch_time_s": row["epoch_time_s"], "step_time_s": row["step_time_s"]})
-        failed = [r for r in group if r["status"] != "completed"]
+        failed = [r for r in group if r["status"] != AttemptState.COMPLETED]
         if failed:
             classes = defaultdict(int)
             for r in failed:
-                classes[r["failure_class"] or "failed"] += 1
+                classes[r["failure_class"] or FailureClass.FAILED] += 1
             notes.append(f"{group_key[0]}: {len(failed)} run(s) failed and have no mark ("
                          + ", ".join(f"{c}: {n}" for c, n in sorted(classes.items())) + "); see the table")
         name = f"{group_key[1]} ({group_key[0]})"

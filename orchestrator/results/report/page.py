@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from orchestrator.results.report.model import FigureData, Skip
 from orchestrator.results.report.source import Source
+from orchestrator.states import AttemptState
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # A run's rendered script and spec go into the page up to this many runs; beyond, the page
@@ -58,7 +59,7 @@ def provenance(src: Source, run_ids: Iterable[str]) -> dict[str, dict[str, Any]]
 
 
 def _rank(row: dict[str, Any]) -> tuple[int, int]:
-    return (row.get("status") in ("completed", "failed"), row.get("attempt") or 0)
+    return (row.get("status") in (AttemptState.COMPLETED, AttemptState.FAILED), row.get("attempt") or 0)
 
 
 def sweep_files(src: Source, hashes: Iterable[str]) -> list[dict[str, Any]]:

@@ -16,7 +16,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+
+from orchestrator.registry import Registry
+from orchestrator.states import FailureClass  # re-exported: executors classify failures
+
+if TYPE_CHECKING:  # pydantic is imported by the executors' own modules, not by this one: a local
+    # job's process (orchestrator.run.executors.local_job) imports this package and needs none of it
+    from orchestrator.sites.schedulers import BatchOptions, ExecutorOptions
 
 
 class JobState(str, enum.Enum):
@@ -27,19 +34,6 @@ class JobState(str, enum.Enum):
     COMPLETED = "completed"  # the script exited 0
     FAILED = "failed"  # ended any other way; see FailureClass
     UNKNOWN = "unknown"  # the scheduler could not say (yet): never treated as an end
-
-
-class FailureClass(str, enum.Enum):
-    TIMEOUT = "timeout"
-    OUT_OF_MEMORY = "out_of_memory"
-    NODE_FAILURE = "node_failure"
-    PREEMPTED = "preempted"
-    CANCELLED = "cancelled"
-    FAILED = "failed"  # the script exited non-zero (exit code recorded)
-    LAUNCH_ERROR = "launch_error"  # the scheduler or launcher could not start it
-    MISSING_METRICS = "missing_metrics"  # exited 0 but wrote no metrics file
-    BAD_METRICS = "bad_metrics"  # wrote a metrics file that does not validate
-    LOST = "lost"  # the scheduler has no trace of it
 
 
 @dataclass(frozen=True)
@@ -81,34 +75,47 @@ class JobInfo:
         return self.state in (JobState.COMPLETED, JobState.FAILED)
 
 
+@dataclass(frozen=True)
+class SubmitResult:
+    """What one :meth:`Executor.submit` did with its requests. Each request is either submitted
+    (its job id) or, by its job name, in exactly one of ``refused``, ``deferred`` or ``uncertain``
+    with the reason."""
+
+    job_ids: tuple[str | None, ...]  # in the requests' order; None: not submitted (see below)
+    refused: Mapping[str, str] = field(default_factory=dict)  # the scheduler refused it: a launch error
+    deferred: Mapping[str, str] = field(default_factory=dict)  # certainly not submitted (queue limit): later
+    uncertain: Mapping[str, str] = field(default_factory=dict)  # may have reached it: find_by_name decides
+
+
 class Executor(ABC):
-    """Base of the per-scheduler executors; subclasses register by ``scheduler`` name."""
+    """Base of the per-scheduler executors; each registers with ``@EXECUTORS.register("<scheduler>")``
+    and reads its options (the profile's ``executor:``) as ``options_model``, that scheduler's model
+    in :data:`orchestrator.sites.schedulers.SCHEDULERS`."""
 
-    scheduler: ClassVar[str]
-    registry: ClassVar[dict[str, type["Executor"]]] = {}
+    scheduler: ClassVar[str] = ""  # set by EXECUTORS.register
+    options_model: ClassVar[type[ExecutorOptions]]  # the scheduler's model (set by each executor)
+    options: ExecutorOptions
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if getattr(cls, "scheduler", None):
-            Executor.registry[cls.scheduler] = cls
+    def __init__(self, folder: Path, options: Mapping[str, Any] | ExecutorOptions | None = None) -> None:
+        from orchestrator.sites.options import typed_options
 
-    def __init__(self, folder: Path, options: dict[str, Any] | None = None) -> None:
         # folder: where scheduler-side bookkeeping (submitit files, logs) lives.
         self.folder = Path(folder)
-        self.options = dict(options or {})
+        self.options = typed_options(self.options_model, options, f"scheduler {self.scheduler or '?'}")
         self.calls: dict[str, int] = {}  # scheduler command -> times called (benchmarks read it)
-        # After submit(), each request that got None (by job name) is in exactly one of these:
-        self.submit_errors: dict[str, str] = {}  # the scheduler refused it: a launch error
-        self.deferred: dict[str, str] = {}  # certainly not submitted (e.g. queue limit): try later
-        self.uncertain: dict[str, str] = {}  # may have reached the scheduler: find_by_name decides
+        # While a submit() runs: the requests it did not submit, by job name, with the reason (it
+        # returns them in its SubmitResult: refused, deferred, uncertain).
+        self._refused: dict[str, str] = {}
+        self._deferred: dict[str, str] = {}
+        self._uncertain: dict[str, str] = {}
 
     def _count(self, command: str) -> None:
         self.calls[command] = self.calls.get(command, 0) + 1
 
     @abstractmethod
-    def submit(self, requests: list[JobRequest]) -> list[str | None]:
+    def submit(self, requests: list[JobRequest]) -> SubmitResult:
         """Submit the requests; their job ids in the same order, ``None`` for one not submitted
-        (its job name is then a key of ``submit_errors``, ``deferred`` or ``uncertain``)."""
+        (its job name is then a key of the result's ``refused``, ``deferred`` or ``uncertain``)."""
 
     @abstractmethod
     def query(self, job_ids: list[str]) -> dict[str, JobInfo]:
@@ -128,13 +135,16 @@ class Executor(ABC):
         return None
 
 
-# Built-in executors, imported on first use (submitit and friends cost start-up time that
-# commands such as `orch sql` should not pay). Executors defined elsewhere register on import.
-BUILTIN_MODULES = {
-    "local": "orchestrator.run.executors.local",
-    "slurm": "orchestrator.run.executors.slurm",
-    "pbs": "orchestrator.run.executors.pbs",
-}
+# Every executor by scheduler name, one per name of orchestrator.sites.schedulers.SCHEDULERS (a test
+# asserts the two sets are equal). The built-in executors' modules are imported before the first
+# lookup, not with this module (submitit and friends cost start-up time that commands such as
+# `orch sql` should not pay).
+EXECUTORS: Registry[type[Executor]] = Registry("scheduler", name_attr="scheduler", modules=(
+    "orchestrator.run.executors.local",
+    "orchestrator.run.executors.appliance",
+    "orchestrator.run.executors.slurm",
+    "orchestrator.run.executors.pbs",
+))
 
 
 class SchedulerError(RuntimeError):
@@ -166,12 +176,13 @@ def submit_window() -> tuple[float, float]:
 class BatchExecutor(Executor):
     """An executor for a batch scheduler with job arrays and a per-user queue limit.
 
-    ``submit`` admits as many requests as ``options["max_queued_jobs"]`` leaves room for
+    ``submit`` admits as many requests as ``options.max_queued_jobs`` leaves room for
     (the rest are ``deferred``), groups the admitted ones by ``shape_key`` (in the caller's
-    order), splits groups at ``options["max_array_size"]`` and hands each chunk to
+    order), splits groups at ``options.max_array_size`` and hands each chunk to
     ``_submit_group``: one plain job for a chunk of one, one array otherwise.
     """
 
+    options: BatchOptions  # options_model: a BatchOptions of orchestrator.sites.schedulers
     default_max_array_size: ClassVar[int] = 1000
     # In the executor folder: touched as each submit command starts (see submit_activity).
     submit_marker: ClassVar[str] = "submit-started"
@@ -236,31 +247,31 @@ class BatchExecutor(Executor):
 
     def _read_scripts(self, requests: list[JobRequest]) -> list[str] | None:
         """The rendered scripts of a chunk (run directories made); None, with every request
-        of the chunk in ``submit_errors``, when one cannot be read."""
+        of the chunk refused, when one cannot be read."""
         texts: list[str] = []
         for req in requests:
             try:
                 texts.append(Path(req.script_path).read_text())
             except OSError as exc:
                 for other in requests:
-                    self.submit_errors[other.job_name] = f"cannot read {req.script_path}: {exc}"
+                    self._refused[other.job_name] = f"cannot read {req.script_path}: {exc}"
                 return None
             Path(req.run_dir).mkdir(parents=True, exist_ok=True)
         return texts
 
     def _admitted(self, requests: list[JobRequest]) -> int:
-        max_queued = self.options.get("max_queued_jobs")
+        max_queued = self.options.max_queued_jobs
         if max_queued is None:
             return len(requests)
         try:
             queued = self.queued_count()
         except SchedulerError as exc:
             for req in requests:
-                self.deferred[req.job_name] = str(exc)
+                self._deferred[req.job_name] = str(exc)
             return 0
         limit = max(0, min(len(requests), int(max_queued) - queued))
         for req in requests[limit:]:
-            self.deferred[req.job_name] = f"max_queued_jobs={max_queued} reached ({queued} queued now)"
+            self._deferred[req.job_name] = f"max_queued_jobs={max_queued} reached ({queued} queued now)"
         return limit
 
     def _chunks(self, requests: list[JobRequest]) -> list[list[int]]:
@@ -274,28 +285,22 @@ class BatchExecutor(Executor):
             else:
                 groups[req.shape_key] = [index]
                 order.append(groups[req.shape_key])
-        size = max(1, int(self.options.get("max_array_size") or self.default_max_array_size))
+        size = max(1, int(self.options.max_array_size or self.default_max_array_size))
         return [idxs[start:start + size] for idxs in order for start in range(0, len(idxs), size)]
 
-    def submit(self, requests: list[JobRequest]) -> list[str | None]:
-        """Ids in the caller's order; ``None`` for a request in ``submit_errors``, ``deferred``
-        or ``uncertain``. Never raises for those: the other chunks are still submitted."""
-        self.submit_errors, self.deferred, self.uncertain = {}, {}, {}
+    def submit(self, requests: list[JobRequest]) -> SubmitResult:
+        """Ids in the caller's order; ``None`` for a request the result has as ``refused``,
+        ``deferred`` or ``uncertain``. Never raises for those: the other chunks are still submitted."""
+        self._refused, self._deferred, self._uncertain = {}, {}, {}
         ids: list[str | None] = [None] * len(requests)
         for chunk in self._chunks(requests[:self._admitted(requests)]):
             for index, job_id in zip(chunk, self._submit_group([requests[i] for i in chunk])):
                 ids[index] = job_id
-        return ids
+        return SubmitResult(tuple(ids), refused=self._refused, deferred=self._deferred, uncertain=self._uncertain)
 
 
-def executor_for(scheduler: str, folder: Path, options: dict[str, Any] | None = None) -> Executor:
-    if scheduler not in Executor.registry and scheduler in BUILTIN_MODULES:
-        import importlib
-
-        importlib.import_module(BUILTIN_MODULES[scheduler])
-    try:
-        cls = Executor.registry[scheduler]
-    except KeyError:
-        known = ", ".join(sorted(Executor.registry))
-        raise ValueError(f"no executor for scheduler {scheduler!r} (known: {known})") from None
-    return cls(folder, options)
+def executor_for(scheduler: str, folder: Path,
+                 options: Mapping[str, Any] | ExecutorOptions | None = None) -> Executor:
+    """The executor registered for ``scheduler`` with these options (the profile's ``executor:``);
+    an unknown scheduler (UnknownName) or option (UserError) is one line listing the valid ones."""
+    return EXECUTORS.get(scheduler)(folder, options)

@@ -21,16 +21,18 @@ import subprocess
 import sys
 import types
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator, Mapping
 
 import submitit
 import submitit.local.local as submitit_local
 
 from orchestrator.errors import UserError
-from orchestrator.run.executors.base import Executor, FailureClass, JobInfo, JobRequest, JobState
+from orchestrator.run.executors.base import (EXECUTORS, Executor, FailureClass, JobInfo, JobRequest, JobState,
+                                             SubmitResult)
 from orchestrator.run.executors.local_controller import MODULE as CONTROLLER_MODULE, SUBMITIT_MODULE
 from orchestrator.run.executors.local_cores import CAPACITY_ENV, parse_capacity
 from orchestrator.run.executors.local_job import run_batch_script
+from orchestrator.sites.schedulers import ExecutorOptions, LocalOptions
 
 # submitit's own timeout: never reached, the job enforces the walltime from when it got its cores.
 CONTROLLER_TIMEOUT_MIN = 60 * 24 * 365
@@ -103,10 +105,14 @@ class _SessionLocalExecutor(submitit.LocalExecutor):
             submitit_local.subprocess = original
 
 
+@EXECUTORS.register("local")
 class LocalExecutor(Executor):
-    scheduler = "local"
+    """Runs on this machine (options: :class:`orchestrator.sites.schedulers.LocalOptions`)."""
 
-    def __init__(self, folder: Path, options: dict | None = None) -> None:
+    options_model: ClassVar[type[ExecutorOptions]] = LocalOptions
+    options: LocalOptions
+
+    def __init__(self, folder: Path, options: Mapping[str, Any] | LocalOptions | None = None) -> None:
         super().__init__(Path(folder).resolve(), options)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._jobs: dict[str, submitit.Job] = {}  # keeps Popen handles so zombies are reaped
@@ -117,8 +123,8 @@ class LocalExecutor(Executor):
         try:
             if os.environ.get(CAPACITY_ENV):
                 return parse_capacity(os.environ[CAPACITY_ENV], CAPACITY_ENV)
-            if self.options.get("cores") is not None:
-                return parse_capacity(self.options["cores"], "executor.cores")
+            if self.options.cores is not None:
+                return parse_capacity(self.options.cores, "executor.cores")
         except ValueError as exc:
             raise UserError(str(exc)) from None
         return None
@@ -126,9 +132,9 @@ class LocalExecutor(Executor):
     def _marker(self, job_name: str) -> Path:
         return self.folder / "names" / job_name
 
-    def submit(self, requests: list[JobRequest]) -> list[str]:
+    def submit(self, requests: list[JobRequest]) -> SubmitResult:
         with _detached_output():
-            return self._submit(requests)
+            return SubmitResult(tuple(self._submit(requests)))
 
     def _submit(self, requests: list[JobRequest]) -> list[str]:
         ids: list[str] = []

@@ -20,7 +20,8 @@ for any number of jobs.
   :meth:`SlurmExecutor.find_by_name` maps names to ``<array id>_<i>`` after a
   crash between ``sbatch`` and recording the ids.
 
-Options (``options`` dict):
+Options (the profile's ``executor:``, read as :class:`orchestrator.sites.schedulers.SlurmOptions`,
+where each is described):
 
 ``array_parallelism`` (int): at most this many tasks of one array run at once.
 ``max_array_size`` (int, default 1000): arrays longer than this are split.
@@ -29,6 +30,8 @@ Options (``options`` dict):
     user's current count and submits only the first ``max_queued_jobs - current``
     requests; the others get ``None`` (not submitted; submit them later).
 ``find_window_days`` (int, default 30): how far back ``find_by_name`` looks.
+``squeue_fallback`` (bool, default true): ask ``squeue`` (one call) about the jobs ``sacct``
+    does not know yet (accounting lags the controller by a few seconds after a submit).
 
 The parsing of ``sacct`` output is pure (:func:`parse_sacct`, :func:`job_infos`)
 and unit-tested on captured text.
@@ -44,10 +47,11 @@ import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from orchestrator.run.executors.base import (BatchExecutor, FailureClass, JobInfo, JobRequest, JobState,
-                                         SchedulerError, submit_window)
+from orchestrator.run.executors.base import (EXECUTORS, BatchExecutor, FailureClass, JobInfo, JobRequest, JobState,
+                                             SchedulerError, submit_window)
+from orchestrator.sites.schedulers import SlurmOptions
 
 __all__ = [
     "SACCT_FIELDS",
@@ -594,7 +598,7 @@ def _submitit_executor_class():
             self._sbatch_args = list(sbatch_args)
             try:
                 # submitit prints sbatch's stderr on failure; the message reaches the
-                # caller in the exception (and then in submit_errors) instead.
+                # caller in the exception (and then in the submit result's refused) instead.
                 with contextlib.redirect_stderr(io.StringIO()):
                     job = self._submit_command("")
             finally:
@@ -610,12 +614,14 @@ def _submitit_executor_class():
 # ======================================================================================
 
 
+@EXECUTORS.register("slurm")
 class SlurmExecutor(BatchExecutor):
     """orch's executor for Slurm sites (and the sandbox cluster)."""
 
-    scheduler = "slurm"
+    options_model = SlurmOptions
+    options: SlurmOptions
 
-    def __init__(self, folder: Path, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, folder: Path, options: Mapping[str, Any] | SlurmOptions | None = None) -> None:
         super().__init__(folder, options)
         self._submitit = None
 
@@ -663,7 +669,7 @@ class SlurmExecutor(BatchExecutor):
                 msg = (f"sbatch timed out after {SBATCH_TIMEOUT_S}s" if code == 124
                        else f"sbatch failed without a message ({type(e).__name__}, exit {code}); timed out?")
             # A timed-out sbatch may still have reached the controller: "uncertain", not "deferred".
-            target = self.uncertain if is_transient_sbatch_error(msg) else self.submit_errors
+            target = self._uncertain if is_transient_sbatch_error(msg) else self._refused
             for n in names:
                 target[n] = msg
             return None
@@ -680,7 +686,7 @@ class SlurmExecutor(BatchExecutor):
         try:
             text = Path(req.script_path).read_text()
         except OSError as e:
-            self.submit_errors[req.job_name] = f"cannot read {req.script_path}: {e}"
+            self._refused[req.job_name] = f"cannot read {req.script_path}: {e}"
             return None
         d = parse_directives(text)
         args = [f"--job-name={req.job_name}", f"--comment=orch run={req.run_id} attempt={req.attempt}"]
@@ -699,7 +705,7 @@ class SlurmExecutor(BatchExecutor):
         digest = array_name.removeprefix("orch-array-")
         n = len(reqs)
         spec = f"0-{n - 1}"
-        par = self.options.get("array_parallelism")
+        par = self.options.array_parallelism
         if par:
             spec += f"%{max(1, min(int(par), n))}"
         text = array_wrapper_text(reqs, texts, spec, array_name, self._arrays_dir())
@@ -734,7 +740,7 @@ class SlurmExecutor(BatchExecutor):
             }
         infos = job_infos(parse_sacct(cp.stdout), job_ids)
         unknown = [jid for jid, info in infos.items() if info.state == JobState.UNKNOWN]
-        if unknown and self.options.get("squeue_fallback", True):
+        if unknown and self.options.squeue_fallback:
             # Accounting lags the controller by a few seconds after a submit: ask the
             # controller (one squeue call) about the jobs sacct does not know yet.
             bases = sorted({jid.split("_", 1)[0] for jid in unknown})
@@ -778,7 +784,7 @@ class SlurmExecutor(BatchExecutor):
         members = self._array_members(wanted)
         sched_names = sorted({arr for n in wanted for arr, _ in members.get(n, [])}
                              | {n for n in wanted if n not in members})
-        days = int(self.options.get("find_window_days", 30))
+        days = int(self.options.find_window_days)
         cp = self._cmd("sacct", ["-X", "-n", "--parsable2", "-o", "JobID,JobName", "-S", f"now-{days}days",
                                  "-E", "now", f"--name={','.join(sched_names)}"])
         if cp.returncode != 0:

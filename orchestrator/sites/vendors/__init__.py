@@ -22,18 +22,11 @@ excerpts (tests/vendors/samples/), the command lines by rendering every example.
 
 Standard library only (and ``workloads.registry``): the adapters run in the vendors' own
 environments, without torch or orch's dependencies.
+
+The vendor modules are imported (hence registered) by :data:`orchestrator.sites.launchers.LAUNCHERS`
+before its first lookup (it names them in ``VENDOR_MODULES``), never at this package's import:
+the adapters are run as ``python -m orchestrator.sites.vendors.<vendor>`` and must not import
+themselves twice. Their options (``launcher.options`` in a profile) are typed in
+:mod:`orchestrator.sites.launcher_options`, which needs pydantic and so is not imported here.
 """
 
-from __future__ import annotations
-
-import importlib
-
-# The vendor modules, imported (hence registered) on first use, never at package import: the
-# adapters are run as ``python -m orchestrator.sites.vendors.<vendor>`` and must not import themselves twice.
-MODULES = ("cerebras", "sambanova", "graphcore", "groq")
-
-
-def load() -> None:
-    """Import every vendor module, registering its runner as a launcher."""
-    for name in MODULES:
-        importlib.import_module(f"orchestrator.sites.vendors.{name}")

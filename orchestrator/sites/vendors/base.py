@@ -1,9 +1,10 @@
 """What every vendor runner shares: the registry, the run's values, the three script steps.
 
-A vendor runner is a :class:`orchestrator.sites.launchers.Launcher` (registered the same way, by
-``launcher.name`` in a site profile) for a system whose accelerators are programmed through
-the vendor's own tool, not through orch's PyTorch workloads: the Cerebras model zoo, SambaNova's
-SambaFlow apps, Graphcore's PopTorch examples, GroqFlow. For a run it renders, in order:
+A vendor runner is a :class:`orchestrator.sites.launchers.Launcher` (registered the same way, with
+``@LAUNCHERS.register("<launcher.name>")``; this base class is not registered) for a system
+whose accelerators are programmed through the vendor's own tool, not through orch's PyTorch
+workloads: the Cerebras model zoo, SambaNova's SambaFlow apps, Graphcore's PopTorch examples,
+GroqFlow. For a run it renders, in order:
 
 1. set-up steps the vendor's flow needs (a params file for the model zoo, a compile step);
 2. the vendor's command line, as the vendor's public documentation gives it, started through
@@ -27,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from orchestrator.sites.launchers import LaunchRequest, Launcher
+from orchestrator.sites.launchers import LAUNCHERS, Launcher, LaunchRequest
 from workloads import registry
 
 LOG = "vendor.log"  # what the vendor's tool printed (relative to the run directory)
@@ -81,12 +82,11 @@ def run_values(workload: str, args: list[str]) -> dict[str, Any]:
 class VendorRunner(Launcher):
     """A launcher that runs the vendor's own application for a workload, then the adapter."""
 
-    name: ClassVar[str] = ""
     vendor: ClassVar[str] = ""  # the system, in words
     adapter: ClassVar[str] = ""  # module run as ``python -m`` on the node after the tool
     models: ClassVar[dict[str, Model]] = {}
     single_process = True
-    max_nodes = 1
+    max_nodes: ClassVar[int | None] = 1
     # A run the system can do, for `orch sites check` and the golden scripts: (workload, batch
     # size, sequence length, parameters); orch's own launchers use a GEMM instead.
     check_case: ClassVar[tuple[str, int | None, int | None, tuple[tuple[str, Any], ...]]] = ("gemm", None, None, ())
@@ -154,9 +154,6 @@ class VendorRunner(Launcher):
                 "--devices", str(req.devices), *self.adapter_args(req, values)]
 
 
-# The base class is not a launcher of its own (Launcher registers every subclass by name).
-Launcher.registry.pop(VendorRunner.name, None)
-
 
 def tokens_per_sample(workload: str, values: Mapping[str, Any]) -> int | None:
     """Tokens in one sample of a language model (its sequence length); None for other models."""
@@ -181,18 +178,14 @@ def check_case(launcher_name: str) -> tuple[str, int | None, int | None, tuple[t
 
 
 def runner_for(launcher_name: str) -> VendorRunner | None:
-    """The vendor runner registered as ``launcher_name``, or None for orch's own launchers."""
-    from orchestrator.sites import vendors
-
-    vendors.load()
-    cls = Launcher.registry.get(launcher_name)
+    """The vendor runner registered as ``launcher_name``, or None for orch's own launchers (and
+    for a name no launcher has)."""
+    cls = LAUNCHERS.get(launcher_name) if launcher_name in LAUNCHERS else None
     if cls is not None and issubclass(cls, VendorRunner):
         return cls()
     return None
 
 
 def runners() -> dict[str, type[VendorRunner]]:
-    from orchestrator.sites import vendors
-
-    vendors.load()
-    return {name: cls for name, cls in Launcher.registry.items() if issubclass(cls, VendorRunner) and cls.adapter}
+    """Every registered vendor runner (that has an adapter), by launcher name."""
+    return {name: cls for name, cls in LAUNCHERS.items() if issubclass(cls, VendorRunner) and cls.adapter}

@@ -48,7 +48,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from orchestrator.sites.launchers import LaunchRequest
+from orchestrator.sites.launchers import LAUNCHERS, LaunchRequest
 from orchestrator.sites.vendors import metricsdoc
 from orchestrator.sites.vendors.base import Model, VendorRunner, tokens_per_sample
 
@@ -59,10 +59,10 @@ GENSLM_VOCAB = 70  # codons + special tokens (workloads/genslm.py, study A.6)
 _SOURCE = "argonne-lcf/user-guides docs/ai-testbed/cerebras/example-programs.md@1b9ee689"
 
 
+@LAUNCHERS.register("cerebras")
 class CerebrasRunner(VendorRunner):
     """``python <zoo>/.../run.py CSX --params orch-params.yaml --num_csx=N --mode train ...``."""
 
-    name = "cerebras"
     vendor = "Cerebras CS-2"
     adapter = "orchestrator.sites.vendors.cerebras"
     check_case = ("bert", 256, 128, (("size", "large"),))

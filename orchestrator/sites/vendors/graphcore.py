@@ -45,7 +45,7 @@ import re
 import sys
 from typing import Any, Mapping, Sequence
 
-from orchestrator.sites.launchers import LaunchRequest
+from orchestrator.sites.launchers import LAUNCHERS, LaunchRequest
 from orchestrator.sites.vendors import metricsdoc
 from orchestrator.sites.vendors.base import Model, VendorRunner, tokens_per_sample
 
@@ -56,10 +56,10 @@ GPT2_DEVICE_ITERATIONS = 8
 PRECISION = {"fp16": "16.16", "fp32": "32.32"}
 
 
+@LAUNCHERS.register("poptorch")
 class GraphcoreRunner(VendorRunner):
     """One PopTorch process (``srun --nodes=1 --ntasks=1``) driving all the job's IPUs."""
 
-    name = "poptorch"
     vendor = "Graphcore Bow IPU"
     adapter = "orchestrator.sites.vendors.graphcore"
     check_case = ("resnet50", 32, None, (("mode", "train"), ("size", "full")))

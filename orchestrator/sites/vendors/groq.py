@@ -31,7 +31,7 @@ import argparse
 import sys
 from typing import Any, Mapping, Sequence
 
-from orchestrator.sites.launchers import LaunchRequest
+from orchestrator.sites.launchers import LAUNCHERS, LaunchRequest
 from orchestrator.sites.vendors import metricsdoc
 from orchestrator.sites.vendors.base import Model, VendorRunner
 
@@ -42,10 +42,10 @@ PROOF_POINTS = {
 }
 
 
+@LAUNCHERS.register("groqflow")
 class GroqRunner(VendorRunner):
     """``python <groqflow>/proof_points/.../<model>.py`` in the job (one process; GroqFlow picks the chips)."""
 
-    name = "groqflow"
     vendor = "GroqCard"
     adapter = "orchestrator.sites.vendors.groq"
     check_case = ("resnet50", 1, None, (("mode", "inference"), ("size", "full")))

@@ -44,7 +44,7 @@ import re
 import sys
 from typing import Any, Mapping, Sequence
 
-from orchestrator.sites.launchers import LaunchRequest
+from orchestrator.sites.launchers import LAUNCHERS, LaunchRequest
 from orchestrator.sites.vendors import metricsdoc
 from orchestrator.sites.vendors.base import Model, VendorRunner, tokens_per_sample
 
@@ -56,10 +56,10 @@ BERT_DECISIONS = "nlp/transformers_on_rdu/human_decisions"
 _PAGES = "argonne-lcf/user-guides docs/ai-testbed/sambanova/ (commit 23fa4c2a^)"
 
 
+@LAUNCHERS.register("sambaflow")
 class SambaNovaRunner(VendorRunner):
     """SambaFlow: ``python <app> compile ... --pef-name`` then ``srun --mpi=pmi2 python <app> run --pef``."""
 
-    name = "sambaflow"
     vendor = "SambaNova SN30"
     adapter = "orchestrator.sites.vendors.sambanova"
     single_process = False  # one instance (Slurm task) per RDU

@@ -19,7 +19,8 @@ its grace before calling the run lost. A server seen dropping operands is rememb
 the executor folder (``qstat-one-operand``), so later ``orch`` processes ask it one
 operand per call from the start.
 
-Options (``options`` dict, from the profile's ``executor:``):
+Options (the profile's ``executor:``, read as :class:`orchestrator.sites.schedulers.PbsOptions`,
+where each is described):
 
 ``max_array_size`` (int, default 1000): longer groups are split into several arrays.
 ``max_queued_jobs`` (int): the server's limit on this user's queued+running jobs (subjobs count
@@ -35,14 +36,15 @@ import shlex
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from orchestrator.run.executors.base import BatchExecutor, FailureClass, JobInfo, JobRequest, JobState
+from orchestrator.run.executors.base import EXECUTORS, BatchExecutor, FailureClass, JobInfo, JobRequest, JobState
 from orchestrator.run.executors.pbs.plugin import PbsExecutor, qsub_timeout_s
 from orchestrator.run.executors.pbs.qstat import (FINISHED_STATES, RC_JOB_FINISHED, RC_UNKNOWN_JOB, PbsError,
                                               PbsJobId, _run, classify_exit, is_transient_qsub_error, job_info,
                                               parse_job_id, parse_qstat_json, qstat_jobs, qstat_operands,
                                               salvage_qstat_json)
+from orchestrator.sites.schedulers import PbsOptions
 
 ONE_OPERAND_FLAG = "qstat-one-operand"  # in the executor folder: this server's qstat drops operands
 
@@ -158,13 +160,15 @@ def wrapper_text(requests: Sequence[JobRequest], texts: Sequence[str], folder: P
     return "\n".join(lines) + "\n"
 
 
+@EXECUTORS.register("pbs")
 class OrchPbsExecutor(BatchExecutor):
     """orch's executor for PBS Pro sites."""
 
-    scheduler = "pbs"
+    options_model = PbsOptions
+    options: PbsOptions
     submit_marker = "qsub-started"  # touched as each qsub starts (the name state folders already use)
 
-    def __init__(self, folder: Path, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, folder: Path, options: Mapping[str, Any] | PbsOptions | None = None) -> None:
         super().__init__(Path(folder).resolve(), options)
         self._submitit: PbsExecutor | None = None
 
@@ -217,7 +221,7 @@ class OrchPbsExecutor(BatchExecutor):
         logs = self.folder / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         suffix = ".^array_index^" if array else ""
-        args = [*[str(a) for a in self.options.get("qsub_args", [])], "-N", name,
+        args = [*[str(a) for a in self.options.qsub_args], "-N", name,
                 "-o", str(logs / f"{name}{suffix}.out"), "-e", str(logs / f"{name}{suffix}.err")]
         self._count("qsub")
         self._mark_submit_started()  # see submit_activity
@@ -229,7 +233,7 @@ class OrchPbsExecutor(BatchExecutor):
             if not message or code == 124:
                 message = (f"qsub timed out after {qsub_timeout_s():g}s" if code == 124 or not message
                            else message)
-            target = self.uncertain if is_transient_qsub_error(message) else self.submit_errors
+            target = self._uncertain if is_transient_qsub_error(message) else self._refused
             for n in names:
                 target[n] = message
             return [None] * len(reqs)
@@ -246,7 +250,7 @@ class OrchPbsExecutor(BatchExecutor):
     def _one_operand(self) -> bool:
         """Whether qstat is asked one operand per call: the option, or a drop seen before (by any
         orch process using this folder)."""
-        return bool(self.options.get("qstat_one_operand")) or (self.folder / ONE_OPERAND_FLAG).exists()
+        return self.options.qstat_one_operand or (self.folder / ONE_OPERAND_FLAG).exists()
 
     def _remember_drops(self, dropped: list[str]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
