@@ -21,6 +21,7 @@ file's step times (and ``timed_time_s``) are the largest size's, slowest rank pe
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Sequence
 
 import torch
@@ -66,7 +67,7 @@ def body(session: Session) -> None:
             if any(abs(v - expected) > 1e-2 * expected for v in got):
                 raise RuntimeError(f"all-reduce of {size} elements gave {got}, expected {expected}")
         session.barrier()
-        own = session.time_steps(lambda: torch_dist.all_reduce(buf))
+        own = session.time_steps(partial(torch_dist.all_reduce, buf))
         times = session.slowest_steps(own)
         per_rank = session.gather(math.fsum(own) / len(own))  # nccl-tests: each rank's mean ...
         mean = sum(per_rank) / len(per_rank)  # ... averaged over ranks

@@ -195,7 +195,8 @@ def _vllm(session: Session) -> dict[str, Any]:
     return {"ttft_p50_s": percentile(ttft, 50), "ttft_p90_s": percentile(ttft, 90), "ttft_p99_s": percentile(ttft, 99),
             "ttft_mean_s": statistics.fmean(ttft), "tpot_s": statistics.fmean(tpots),
             "tokens_per_s": args.concurrency * args.output_len * len(whole) / total,
-            "tpot_p50_s": percentile(tpots, 50), "output_tokens_per_s": args.concurrency * args.output_len * len(whole) / total,
+            "tpot_p50_s": percentile(tpots, 50),
+            "output_tokens_per_s": args.concurrency * args.output_len * len(whole) / total,
             "requests_per_s": args.concurrency * len(whole) / total, "timed_time_s": total,
             "model_params": num_params(cfg), "concurrency": args.concurrency, "input_len": args.input_len,
             "output_len": args.output_len, "_iteration_times": whole}

@@ -51,12 +51,11 @@ import torch
 from workloads import flops, trainers
 from workloads.data.sources import Batch, Synthetic, Windows
 from workloads.harness import Refused, Session
-from workloads.harness.timing import rate, rate_figures
 from workloads.harness.livebytes import LiveBytes
+from workloads.harness.timing import rate, rate_figures
 from workloads.layouts import Layout
 from workloads.models.configs import GPTConfig, num_params
 from workloads.strategies import Trainer
-
 
 # Called once the trainer exists (e.g. to prune its weights); what it returns is called after
 # the timed steps and gives extra metrics.
@@ -116,6 +115,8 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         times = clock.times()
         warmup = args.warmup
     else:
+        if not isinstance(source, Windows):  # the harness refuses --epochs on synthetic data first
+            raise Refused("--epochs needs a dataset (synthetic tokens have no epochs)")
         steps_per_epoch = source.steps_per_epoch(b, s, dp) // accum
         if args.max_steps_per_epoch > 0:
             steps_per_epoch = min(steps_per_epoch, args.max_steps_per_epoch)

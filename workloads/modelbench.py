@@ -99,7 +99,7 @@ def run(session: Session, bench: Bench, mode: str, grad_accum: int = 1) -> None:
     model = bench.model.to(dev.torch_device)
     n_params = num_params(model)
     if bench.channels_last:
-        model = model.to(memory_format=torch.channels_last)
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # in torch, not its stubs
     gen = torch.Generator(device="cpu").manual_seed(1000 + session.rank)  # ranks see different data
     half = prec.dtype if prec.dtype in (torch.float16, torch.bfloat16) else None
     inference = mode == "inference"

@@ -77,13 +77,18 @@ def apply_tensor_parallel(root: nn.Module, mesh: Any, sequence_parallel: bool) -
     """Shard ``root`` (a GPT or a pipeline stage: ``blocks``, optionally ``wte``, ``wpe``, ``ln_f``,
     ``lm_head``) over the 1-D tensor-parallel ``mesh``."""
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                                   SequenceParallel, parallelize_module)
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
 
     tp = mesh.size()
     sp = sequence_parallel
     between = Shard(1) if sp else Replicate()  # the residual stream's layout between blocks
-    for block in root.blocks:
+    for block in root.blocks:  # type: ignore[union-attr]  # nn.Module's attributes are typed Tensor | Module
         _regroup_qkv(block.attn.c_attn, tp)
         plan: dict[str, Any] = {
             "attn.c_attn": ColwiseParallel(),
@@ -114,7 +119,7 @@ def apply_tensor_parallel(root: nn.Module, mesh: Any, sequence_parallel: bool) -
     if top:
         parallelize_module(root, mesh, top)
     if tied:
-        root.lm_head.weight = root.wte.weight  # both Shard(0) over the vocabulary: one parameter again
+        root.lm_head.weight = root.wte.weight  # type: ignore[union-attr]  # both Shard(0) over the vocabulary: one parameter again
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -123,7 +128,7 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if isinstance(t, DTensor) else t
 
 
-def _local_grad(param: nn.Parameter) -> torch.Tensor:
+def _local_grad(param: torch.Tensor) -> torch.Tensor:
     """This rank's part of a parameter's gradient, laid out as the parameter is (an embedding's
     gradient may come back replicated or partial where the weight is sharded)."""
     from torch.distributed.tensor import DTensor
@@ -188,7 +193,7 @@ def build_tensor_parallel(session: Session, strategy: str, cfg: GPTConfig, layou
 
         @contextlib.contextmanager
         def micro_sync(last: bool) -> Iterator[None]:
-            model.set_requires_gradient_sync(last)
+            model.set_requires_gradient_sync(last)  # type: ignore[operator]  # FSDP2 adds it to the module
             yield
 
         return TensorParallelTrainer(session, model, layout, lambda: None, micro_sync, lr)

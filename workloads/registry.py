@@ -141,16 +141,17 @@ register(
             "tflops is the sum over ranks. fp8 uses torch._scaled_mm (M, N, K multiples of 16).\n"
             "DeepBench shapes (M,N,K): 64,1760,1760  2560,64,2560  1760,128,1760  2560,2560,2560.\n"
             "Launched by torchrun, use the long flags (--size-m ...): torchrun reads --m as its own.\n"
-            "example: python -m workloads.gemm --size-m 2560 --size-n 2560 --size-k 2560 --precision bf16 --output m.json"
+            "example: python -m workloads.gemm --size-m 2560 --size-n 2560 --size-k 2560 --precision bf16 "
+            "--output m.json"
         ),
     )
 )
 
 
 # --- DL primitives (DeepBench shapes; workloads/shapes.py) --------------------------------
+from workloads import layouts as _layouts  # noqa: E402  (pure Python)
 from workloads.models import configs as _gpt_configs  # noqa: E402
 from workloads.models.configs import SIZES as _GPT_SIZES  # noqa: E402
-from workloads import layouts as _layouts  # noqa: E402  (pure Python)
 from workloads.shapes import PRESET_NAMES as _PRESETS  # noqa: E402
 
 _PRIMITIVE_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -556,7 +557,6 @@ register(
 )
 
 from workloads.models import llama_configs as _llama  # noqa: E402  (pure Python)
-
 
 register(
     Workload(

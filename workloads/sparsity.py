@@ -27,7 +27,7 @@ strategies (fsdp, zero) would need the mask computed over shards and are refused
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn as nn
@@ -35,7 +35,7 @@ import torch.nn as nn
 from workloads.harness import Refused
 
 
-def prunable_weights(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
+def prunable_weights(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
     """The weights of the ``nn.Linear`` layers inside the model's transformer blocks."""
     blocks = getattr(model, "blocks", None)
     if blocks is None:
@@ -57,7 +57,7 @@ def magnitude_mask(weight: torch.Tensor, sparsity: float) -> torch.Tensor:
 
 
 @torch.no_grad()
-def apply_masks(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+def apply_masks(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
     for weight, mask in pairs:
         weight.mul_(mask)
 

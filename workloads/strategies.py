@@ -9,7 +9,8 @@
 - ``zero1`` / ``zero2`` / ``zero3``: DeepSpeed ZeRO stages (imported only when asked for).
 
 Tensor and pipeline parallel layouts (``tp``/``pp`` > 1, ``workloads/layouts.py``) are built by
-``workloads/parallel.py``, context parallel (``cp`` > 1) by ``workloads/context.py``; activation checkpointing is the model's own (``GPTConfig.checkpointing``).
+``workloads/parallel.py``, context parallel (``cp`` > 1) by ``workloads/context.py``, each chosen by
+``workloads/trainers.py``; activation checkpointing is the model's own (``GPTConfig.checkpointing``).
 
 Precision: ddp/fsdp keep fp32 weights and run under autocast (fp16 adds a GradScaler);
 DeepSpeed uses its own fp16 (dynamic loss scale) or bf16 mode with fp32 master weights.
@@ -150,7 +151,7 @@ def _fsdp(session: Session, cfg: GPTConfig, lr: float, compile_: bool, full: boo
 
     @contextlib.contextmanager
     def sync(last: bool) -> Iterator[None]:
-        model.set_requires_gradient_sync(last)  # reduce-scatter only on the last micro-batch
+        model.set_requires_gradient_sync(last)  # type: ignore[operator]  # FSDP2 adds it; reduce-scatter on the last micro-batch only
         yield
 
     return TorchTrainer(session, model, forward, sync, lr)

@@ -13,17 +13,17 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from orchestrator import __version__, paths
-from orchestrator.errors import UserError
 from orchestrator.cli.output import console, err_console, print_json, print_rows, print_table, trace_progress
+from orchestrator.errors import UserError
 from orchestrator.states import AttemptState, RunState
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
+    from sqlalchemy import CursorResult, Engine
     from sqlalchemy.orm import Session, sessionmaker
 
     from orchestrator.plan.record import PlannedRun
@@ -46,12 +46,14 @@ app.add_typer(workloads_app, name="workloads")
 app.add_typer(db_app, name="db")
 app.add_typer(sandbox_app, name="sandbox")
 # Reading results: reference figures and the glossary (orchestrator/cli/results.py).
-from orchestrator.cli.results import glossary as _glossary, references_app  # noqa: E402
+from orchestrator.cli.results import glossary as _glossary  # noqa: E402
+from orchestrator.cli.results import references_app  # noqa: E402
 
 app.add_typer(references_app, name="references")
 app.command("glossary")(_glossary)
 # The time model: best layout for a model on N devices (orchestrator/cli/predict.py).
-from orchestrator.cli.predict import calibrate as _calibrate, predict as _predict  # noqa: E402
+from orchestrator.cli.predict import calibrate as _calibrate  # noqa: E402
+from orchestrator.cli.predict import predict as _predict  # noqa: E402
 
 app.command("predict")(_predict)
 app.command("calibrate")(_calibrate)
@@ -100,7 +102,8 @@ def main_options(
     db: Annotated[Optional[str], typer.Option("--db", envvar="ORCH_DB_URL", show_envvar=True,
                                               help="Database URL (default: sqlite under .orch/ here).")] = None,
     sites_dir: Annotated[Optional[list[Path]], typer.Option(
-        "--sites-dir", help="Extra directory of site YAML files (before $ORCH_SITES_PATH and the built-in ones).")] = None,
+        "--sites-dir",
+        help="Extra directory of site YAML files (before $ORCH_SITES_PATH and the built-in ones).")] = None,
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
     if version:
@@ -179,8 +182,8 @@ shape costs up to a second or two once (and each tracing process a few seconds t
 comes from ~/.cache/orch/memory ($ORCH_MEMORY_CACHE). New shapes are traced side by side in \
 $ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses the formulas instead.
     """
-    from orchestrator.plan.record import plan_sweep, record_plan
     from orchestrator.cli.plansummary import SUMMARY_ABOVE, listing, summary
+    from orchestrator.plan.record import plan_sweep, record_plan
     from orchestrator.plan.sweep import parse_sweep
 
     c = ctx_obj(ctx)
@@ -411,10 +414,10 @@ def run(
     name is refused (exit 2), and exit 1 when every run on it is skipped."""
     from sqlalchemy import text
 
-    from orchestrator.results.db.engine import redact
     from orchestrator.plan.record import plan_sweep, record_plan
-    from orchestrator.run.submit import submit_runs
     from orchestrator.plan.sweep import parse_sweep
+    from orchestrator.results.db.engine import redact
+    from orchestrator.run.submit import submit_runs
 
     c = ctx_obj(ctx)
     loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
@@ -488,7 +491,8 @@ def sql(
     engine = c.engine if write else open_engine(c.db_url, read_only=True)
     with session_factory(engine)() as session:
         try:
-            result = session.execute(text(query))
+            # A statement's result is a CursorResult (returns_rows, rowcount), whatever the statement.
+            result: CursorResult[Any] = session.execute(text(query))  # type: ignore[assignment]
         except DBAPIError as exc:
             if not write and is_read_only_refusal(exc):
                 raise UserError("orch sql is read-only: this statement would change the database "
@@ -571,7 +575,8 @@ def report(
     directory = output.endswith(("/", os.sep)) or Path(output).is_dir()
     done = build_report(c.engine, Path(output), directory, sweep or [], redact(c.db_url))
     err_console.print(f"wrote {done.page}: {len(done.drawn)} figure(s) ({', '.join(done.drawn) or 'none'}), "
-                      f"{done.runs} run(s) in provenance" + (f", {len(done.files)} figure file(s)" if done.files else ""))
+                      f"{done.runs} run(s) in provenance"
+                      + (f", {len(done.files)} figure file(s)" if done.files else ""))
     for skip in done.skipped:
         err_console.print(f"  not drawn: {skip.title}: {skip.reason}", markup=False, highlight=False)
 
@@ -853,7 +858,7 @@ def main() -> None:
         app()  # standalone: click prints usage errors itself and exits 2
     except UserError as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        raise SystemExit(exc.exit_code)
+        raise SystemExit(exc.exit_code) from None
     except Exception as exc:
         # The database refused (read-only file, disk full, gone away): SQLAlchemy's OperationalError.
         # Only a command that imported SQLAlchemy can raise it, so it is looked up, not imported.
@@ -863,10 +868,10 @@ def main() -> None:
             raise
         err_console.print(f"error: database: {str(exc.orig).splitlines()[0]}", markup=False, highlight=False,
                           soft_wrap=True)
-        raise SystemExit(2)
+        raise SystemExit(2) from None
     except KeyboardInterrupt:
         err_console.print("interrupted: nothing is lost; `orch status` picks up where this stopped")
-        raise SystemExit(130)
+        raise SystemExit(130) from None
 
 
 _reflow_help(app)  # every command is registered by now

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from rich.console import Console
 from rich.table import Table
 
+
 def _console(stderr: bool = False) -> Console:
     # Piped output (logs, CI) would otherwise be folded to 80 columns; keep rows on one line.
     probe = Console(stderr=stderr)
@@ -83,7 +84,7 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: st
     console.print(table)
 
 
-def print_rows(columns: Sequence[str], rows: list[Sequence[Any]], fmt_name: str, title: str | None = None) -> None:
+def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt_name: str, title: str | None = None) -> None:
     if fmt_name == "json":
         print_json([{c: jsonable(v) for c, v in zip(columns, row)} for row in rows])
     elif fmt_name == "csv":

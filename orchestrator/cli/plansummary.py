@@ -54,7 +54,7 @@ def summary(plans: list[PlannedRun], columns: Sequence[str], rows: Sequence[Sequ
         counts["runs"] += 1
         counts["skipped" if plan.resolved.skipped else "runnable"] += 1
         counts["new"] += plan.new
-    site_rows = [[target, c["runs"], c["runnable"], c["skipped"], c["new"]]
+    site_rows: list[list[Any]] = [[target, c["runs"], c["runnable"], c["skipped"], c["new"]]
                  for target, c in sorted(by_site.items(), key=lambda item: (-item[1]["runs"], item[0]))]
     lines = listing(["site", "runs", "runnable", "skipped", "new"], site_rows[:MAX_SITES])
     if len(site_rows) > MAX_SITES:

@@ -89,7 +89,8 @@ def calibrate(
     that site's device. Prints the mean step-time error (|predicted - measured| / measured) of
     the runs before and after the fit.
     """
-    from orchestrator.predict.calibrate import COLUMNS, calibrate as run_calibrate
+    from orchestrator.predict.calibrate import COLUMNS
+    from orchestrator.predict.calibrate import calibrate as run_calibrate
 
     c = _context(ctx)
     fitted = run_calibrate(c.engine, sweep=sweep, site=site, sites_dirs=c.sites_dirs, state_dir=c.state_dir,

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from orchestrator.errors import UserError
 from orchestrator.cli.output import console, print_json, print_rows
+from orchestrator.errors import UserError
 
 references_app = typer.Typer(no_args_is_help=True, help=(
     "Reference figures (a study's, a vendor's, an earlier sweep's) and the results measured against them: "
@@ -110,7 +110,8 @@ def references_check(
 
 
 def glossary(
-    name: Annotated[Optional[str], typer.Argument(help="A view (results, scaling, cost, ...) or a column name.")] = None,
+    name: Annotated[Optional[str],
+                    typer.Argument(help="A view (results, scaling, cost, ...) or a column name.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """What every column of every view means: formula, unit, and the study that uses it

@@ -25,8 +25,8 @@ from orchestrator.errors import UserError
 from orchestrator.plan.expand import RunSpec, expand
 from orchestrator.plan.render import RunFiles, ScriptRenderer
 from orchestrator.plan.resolve import MemoryCache, Resolved, SiteResolver, shape_key
-from orchestrator.sites.profiles import SiteProfile, load_site
 from orchestrator.plan.sweep import LoadedSweep
+from orchestrator.sites.profiles import SiteProfile, load_site
 from orchestrator.states import RunState
 
 if TYPE_CHECKING:  # the database is imported by record_plan only: `orch plan --dry-run` needs none of it
@@ -179,7 +179,8 @@ def _run_row(plan: PlannedRun, sweep_id: int, spec_fields: dict[str, Any]) -> di
         params=_COMPACT.encode(spec_fields["params"]),
         shape_params=_COMPACT.encode({k: v for k, v in spec_fields["params"].items() if k not in SPLIT_PARAMS}),
         spec=_COMPACT.encode(spec_fields),
-        walltime_s=placement.walltime_s if placement else spec.walltime_s, max_attempts=spec.max_attempts, retry_on=json.dumps(list(spec.retry_on)),
+        walltime_s=placement.walltime_s if placement else spec.walltime_s, max_attempts=spec.max_attempts,
+        retry_on=json.dumps(list(spec.retry_on)),
         device_type=site.device.type, device_model=site.device.model,
         peak_tflops=placement.peak_tflops if placement else None, scheduler=site.scheduler,
         script_hash=script_hash, script=plan.script, run_dir=plan.run_dir,

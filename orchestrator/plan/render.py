@@ -461,7 +461,7 @@ class ScriptRenderer:
         if shape is _JINJA:
             return self._jinja(resolved, run_dir)
         try:
-            return shape.fill(part)  # type: ignore[union-attr]
+            return shape.fill(part)  # type: ignore[attr-defined]  # a _Shape here: the sentinels are handled above
         except Exception:  # a value the template refuses: Jinja says why, as it always did
             return self._jinja(resolved, run_dir)
 

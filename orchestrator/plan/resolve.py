@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from orchestrator import paths
 from orchestrator.plan.expand import RunSpec
-from orchestrator.sites.launchers import Launcher, LaunchRequest, get_launcher
-from orchestrator.sites.profiles import Queue, SiteProfile
-from orchestrator.timefmt import format_hms
-from orchestrator.sites.vendors.base import VendorRunner, spec_values
 from orchestrator.predict import memory as _memory
 from orchestrator.predict.formulas import formula_for
+from orchestrator.sites.launchers import Launcher, LaunchRequest, get_launcher
+from orchestrator.sites.profiles import Queue, SiteProfile
+from orchestrator.sites.vendors.base import VendorRunner, spec_values
+from orchestrator.timefmt import format_hms
 from workloads import registry
 from workloads.registry import Workload
 
@@ -354,7 +354,7 @@ class SiteResolver:
                 return None
             fitted = efficiency_for(machine)
             self._machine = machine.with_efficiency(fitted) if fitted else machine
-        return self._machine or None
+        return None if isinstance(self._machine, bool) else self._machine
 
     def _get_launcher(self) -> Launcher | str:
         if self._launcher is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -134,7 +134,7 @@ class LoadedSweep(BaseModel):
     text: str
 
 
-def _pydantic_message(error: dict[str, Any]) -> str:
+def _pydantic_message(error: Mapping[str, Any]) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         return "unknown field"
@@ -217,7 +217,8 @@ def _check_experiment(doc: YamlDocument, index: int, exp: Experiment) -> None:
     for group, columns in exp.zip.items():
         lengths = {len(v) for v in columns.values()}
         if len(lengths) > 1:
-            raise doc.error(base + ("zip", group), f"lists in a zip group must have equal lengths, got {sorted(lengths)}")
+            raise doc.error(base + ("zip", group),
+                            f"lists in a zip group must have equal lengths, got {sorted(lengths)}")
         for axis, values in columns.items():
             loc = base + ("zip", group, axis)
             _check_axis_name(doc, loc, axis, workload)

@@ -1,1 +1,2 @@
-"""Predictions: the time model, the memory model (traced from the programs of workloads/), calibration and `orch predict`."""
+"""Predictions: the time model, the memory model (traced from the programs of workloads/),
+calibration and `orch predict`."""

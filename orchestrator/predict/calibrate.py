@@ -17,7 +17,13 @@ from sqlalchemy import Engine, text
 
 from orchestrator.errors import UserError
 from orchestrator.predict.perfmodel.calibration import Sample, efficiency_for, fit, mean_abs_error, rounded, store
-from orchestrator.predict.perfmodel.machine import DEFAULT_EFFICIENCY, FALLBACK_EFFICIENCY, Efficiency, Machine, machine_from_site
+from orchestrator.predict.perfmodel.machine import (
+    DEFAULT_EFFICIENCY,
+    FALLBACK_EFFICIENCY,
+    Efficiency,
+    Machine,
+    machine_from_site,
+)
 from orchestrator.predict.perfmodel.runmodel import RunModel, run_model
 
 _QUERY = """
@@ -70,9 +76,9 @@ def samples_by_site(engine: Engine, *, sweep: str | None = None, site: str | Non
         if target not in machines:
             try:
                 profile = load_site(target, sites_dirs)
-                machine = machine_from_site(profile)
-                machines[target] = machine.with_efficiency(
-                    DEFAULT_EFFICIENCY.get(machine.device_type, FALLBACK_EFFICIENCY))
+                found = machine_from_site(profile)
+                machines[target] = found.with_efficiency(
+                    DEFAULT_EFFICIENCY.get(found.device_type, FALLBACK_EFFICIENCY))
             except (UserError, ValueError):
                 machines[target] = None  # a site no longer known, or a device without a peak
         machine = machines[target]
@@ -96,7 +102,8 @@ def _predictor(model: RunModel) -> Any:
 
 
 def calibrate(engine: Engine, *, sweep: str | None = None, site: str | None = None,
-              sites_dirs: list[Path] | None = None, state_dir: Path | None = None, dry_run: bool = False) -> list[Fitted]:
+              sites_dirs: list[Path] | None = None, state_dir: Path | None = None,
+              dry_run: bool = False) -> list[Fitted]:
     """Fit and (unless ``dry_run``) store the factors of every site with measured runs."""
     groups = samples_by_site(engine, sweep=sweep, site=site, sites_dirs=sites_dirs)
     if not groups:

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import workloads
+from orchestrator.predict.memory_inputs import ACCUM_TRACED, DEEPSPEED, STRATEGIES, TRACED, Inputs, _int, model_config  # noqa: F401
 from workloads import flops, layouts, shapes
-from orchestrator.predict.memory_inputs import (ACCUM_TRACED, DEEPSPEED, STRATEGIES, TRACED, Inputs, _int,  # noqa: F401
-                                               model_config)
 from workloads.models.configs import SIZES
 
 BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}

@@ -59,8 +59,6 @@ from orchestrator.predict.traces import FORWARD_BACKWARD
 from workloads.harness.livebytes import LiveBytes
 from workloads.layouts import Layout
 
-
-
 # ------------------------------------------------------------------ the run's model
 
 class _Session:

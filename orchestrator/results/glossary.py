@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 from sqlalchemy import Connection, inspect
 
-from orchestrator.results.db.views import VIEW_NAMES
 from orchestrator.paths import data_dir
+from orchestrator.results.db.views import VIEW_NAMES
 
 
 @lru_cache(maxsize=1)
@@ -56,12 +56,12 @@ def lookup(name: str | None) -> list[dict[str, Any]]:
     if name is None or name == "metrics":
         entries += [{"view": "(all)", "column": c, **d} for c, d in shared.items()] if name is None else []
         entries += [{"view": "metric_values", "column": m, **d} for m, d in doc["metrics"].items()]
-        for view, columns in own.items():
-            entries += [{"view": view, "column": c, **d} for c, d in columns.items()] if name is None else []
+        for view, defined in own.items():
+            entries += [{"view": view, "column": c, **d} for c, d in defined.items()] if name is None else []
         return entries
     if name in views():
-        columns = _columns_of_view_sql(name)
-        return [{"view": name, "column": c, **(definition(name, c) or {"formula": "(undefined)"})} for c in columns]
+        in_view = _columns_of_view_sql(name)
+        return [{"view": name, "column": c, **(definition(name, c) or {"formula": "(undefined)"})} for c in in_view]
     for view, columns in own.items():
         if name in columns:
             entries.append({"view": view, "column": name, **columns[name]})

@@ -249,7 +249,8 @@ def store_metrics_many(session: Session, items: Sequence[tuple[int, MetricsFile]
     ids = [attempt_id for attempt_id, _ in items]
     present: set[int] = set()
     for chunk in range(0, len(ids), 5000):
-        present.update(session.scalars(select(Metrics.attempt_id).where(Metrics.attempt_id.in_(ids[chunk:chunk + 5000]))))
+        batch = ids[chunk:chunk + 5000]
+        present.update(session.scalars(select(Metrics.attempt_id).where(Metrics.attempt_id.in_(batch))))
     now = utcnow()
     rows: list[tuple] = []
     values: list[tuple] = []

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from orchestrator.results.db.models import ReferenceFigure
 from orchestrator.errors import SourceError, UserError
+from orchestrator.results.db.models import ReferenceFigure
 
 DEFAULT_TOLERANCE = 0.05  # pass at >= 95% of the reference
 MATCH_FIELDS = ("workload", "site", "system", "device_model", "precision", "devices", "strategy", "batch_size",

@@ -1,1 +1,2 @@
-"""Running: submitting planned runs through the executors, following them to the end, checking a site against its twin."""
+"""Running: submitting planned runs through the executors, following them to the end, checking a
+site against its twin."""

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from orchestrator.plan.runfiles import RunFiles
 from orchestrator.results.db.models import Attempt, Run
 from orchestrator.results.db.results import record_results
 from orchestrator.results.db.state import ACTIVE_ATTEMPTS as ACTIVE
 from orchestrator.run.executors import JobInfo, JobState
 from orchestrator.run.executors.base import SchedulerError, submit_window
-from orchestrator.plan.runfiles import RunFiles
 from orchestrator.run.submit import Executors
 from orchestrator.states import AttemptState, FailureClass, RunState
 

@@ -43,13 +43,13 @@ from typing import Any, Mapping
 
 import yaml
 
-from orchestrator.sites import sandbox
-from orchestrator.sites.sandbox.proc import _clean_env
 from orchestrator.errors import UserError
 from orchestrator.plan.expand import RunSpec
 from orchestrator.plan.render import RunFiles, environment, render_script
 from orchestrator.plan.resolve import resolve
+from orchestrator.sites import sandbox
 from orchestrator.sites.profiles import SiteProfile, find_site_file
+from orchestrator.sites.sandbox.proc import _clean_env
 from orchestrator.sites.vendors.base import check_case
 
 SHAPES = ("1-device", "1-node", "2-nodes", "largest-queue")

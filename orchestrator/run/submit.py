@@ -13,16 +13,16 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import CursorResult, delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from orchestrator.plan.runfiles import RunFiles, job_name
 from orchestrator.results.db.models import Attempt, Run
 from orchestrator.results.db.results import record_results
 from orchestrator.run.executors import Executor, JobRequest, executor_for
 from orchestrator.run.executors.base import SubmitResult
-from orchestrator.plan.runfiles import RunFiles, job_name
 from orchestrator.states import AttemptState, FailureClass, RunState
 
 SUBMITTABLE = (RunState.PLANNED, RunState.RETRY)
@@ -91,9 +91,10 @@ def claim(sessions: sessionmaker[Session], run_ids: list[str]) -> list[tuple[Run
     won: list[tuple[Run, Attempt]] = []
     with sessions.begin() as session:
         for run_id in run_ids:
-            result = session.execute(update(Run).where(Run.id == run_id, Run.status.in_(SUBMITTABLE))
-                                     .values(status=RunState.SUBMITTING,
-                                             updated_at=datetime.now(timezone.utc)))
+            # An UPDATE's result is a CursorResult: it has the row count.
+            result: CursorResult[Any] = session.execute(  # type: ignore[assignment]
+                update(Run).where(Run.id == run_id, Run.status.in_(SUBMITTABLE))
+                .values(status=RunState.SUBMITTING, updated_at=datetime.now(timezone.utc)))
             if result.rowcount != 1:
                 continue  # another process took it
             run = session.get(Run, run_id)

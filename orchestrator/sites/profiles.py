@@ -383,7 +383,8 @@ def find_site_file(name: str, sites_dirs: list[Path] | None = None) -> Path:
         if candidate.is_file():
             return candidate
     known = ", ".join(available_sites(sites_dirs)) or "none"
-    raise UserError(f"unknown site {name!r} (known: {known}; add one as <dir>/{name}.yaml with --sites-dir or ORCH_SITES_PATH)")
+    raise UserError(f"unknown site {name!r} (known: {known}; "
+                    f"add one as <dir>/{name}.yaml with --sites-dir or ORCH_SITES_PATH)")
 
 
 def available_sites(sites_dirs: list[Path] | None = None) -> list[str]:
@@ -422,5 +423,6 @@ def load_site(target: str, sites_dirs: list[Path] | None = None) -> SiteProfile:
             raise SourceError(doc.path, doc.line_of(located(tuple(ctx["line_at"]))),
                               format_loc(located(tuple(ctx["field"]))) or None, ctx["message"]) from None
         loc = located(tuple(first["loc"]))
-        message = "unknown field" if first["type"] == "extra_forbidden" else str(first["msg"]).removeprefix("Value error, ")
+        message = ("unknown field" if first["type"] == "extra_forbidden"
+                   else str(first["msg"]).removeprefix("Value error, "))
         raise doc.error(loc, message) from None

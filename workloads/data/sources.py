@@ -59,7 +59,9 @@ class Synthetic:
 
     def batches(self, batch: int, seq: int, rank: int, world: int) -> Iterator[Batch]:
         gen = torch.Generator(device="cpu").manual_seed(self.seed)
-        tokens = [torch.randint(0, self.vocab_size, (batch, seq + 1), generator=gen).to(self.device)
+        vocab = self.vocab_size
+        assert vocab is not None  # given at construction
+        tokens = [torch.randint(0, vocab, (batch, seq + 1), generator=gen).to(self.device)
                   for _ in range(self.pool)]
         i = 0
         while True:

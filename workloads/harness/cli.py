@@ -30,7 +30,7 @@ def parse_bool(text: str | bool) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def _add_param(parser: argparse.ArgumentParser, param: Param) -> None:
+def _add_param(parser: argparse.ArgumentParser | argparse._ArgumentGroup, param: Param) -> None:
     kwargs: dict[str, Any] = {"default": param.default, "dest": param.name}
     help_text = param.help
     if param.type is bool:

@@ -99,7 +99,7 @@ class LiveBytes(TorchDispatchMode):
                 tracker.peak = max(tracker.peak, tracker.live)
             return result
 
-        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
+        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
         super().__enter__()
         return self
 

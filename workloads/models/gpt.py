@@ -161,7 +161,8 @@ class GPT(nn.Module):
         elif isinstance(module, nn.LayerNorm):
             module.reset_parameters()
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, idx: torch.Tensor,
+                targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         _, s = idx.shape
         if s > self.cfg.block_size:
             raise ValueError(f"sequence of {s} tokens exceeds block size {self.cfg.block_size}")

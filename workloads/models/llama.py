@@ -130,7 +130,7 @@ class Llama(nn.Module):
         if length > self.cfg.max_seq:
             raise ValueError(f"{length} tokens exceed the model's {self.cfg.max_seq} positions")
         for block in self.blocks:
-            block.attn.allocate(batch, length, weight.device, weight.dtype)
+            block.attn.allocate(batch, length, weight.device, weight.dtype)  # type: ignore[union-attr,operator]
         self.cos, self.sin = rotary_tables(self.cfg, weight.device)
 
     @torch.inference_mode()

@@ -101,7 +101,7 @@ def fit(samples: Sequence[Sample], start: Efficiency) -> Efficiency:
                 new = min(high, max(low, new))
                 if new == value:
                     continue
-                candidate = replace(best, **{name: new})
+                candidate = replace(best, **{name: new})  # type: ignore[arg-type]  # a float field, named
                 loss = _log_loss(samples, candidate)
                 if loss < best_loss - 1e-9:
                     best, best_loss, improved = candidate, loss, True

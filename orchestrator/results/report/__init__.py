@@ -60,7 +60,10 @@ def build_report(engine: Engine, output: Path, directory: bool, sweeps: list[str
             result = Skip(key, builder.__name__.replace("_", " "), f"query failed: {str(exc.orig).splitlines()[0]}")
         if isinstance(result, FigureData) and not any(p.points for panel in result.panels for p in panel.series):
             result = Skip(result.key, result.title, "no value to draw (the view's figures are empty)")
-        (built if isinstance(result, FigureData) else skipped).append(result)
+        if isinstance(result, FigureData):
+            built.append(result)
+        else:
+            skipped.append(result)
     seconds["queries"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -80,7 +83,8 @@ def build_report(engine: Engine, output: Path, directory: bool, sweeps: list[str
         raise UserError(f"{output}: cannot create ({exc.strerror or exc})") from None
 
     clock = time.perf_counter()
-    rendered, files = [], []
+    rendered: list[page.RenderedFigure] = []
+    files: list[Path] = []
     draw_s = files_s = 0.0
     for data in built:
         t0 = time.perf_counter()

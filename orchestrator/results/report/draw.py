@@ -14,14 +14,14 @@ import math
 import re
 import textwrap
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.results.report.model import FigureData, Panel
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-RC = {
+RC: dict[str, Any] = {
     "svg.fonttype": "none",      # text stays text: smaller files, editable in a paper
     "svg.hashsalt": "orch",      # the same data gives the same SVG
     "font.size": 8,
@@ -47,7 +47,7 @@ def _drawable(panel: Panel) -> None:
     """Drop marks without a finite value (a NULL from a view) or off a log axis."""
     for series in panel.series:
         series.points = [p for p in series.points if _finite(p.y) and (not panel.ylog or p.y > 0)
-                         and (panel.kind != "lines" or (_finite(p.x) and (not panel.xlog or p.x > 0)))]
+                         and (panel.kind != "lines" or (_finite(p.x) and (not panel.xlog or float(p.x) > 0)))]
 
 
 def _finite(value: object) -> bool:
@@ -70,7 +70,7 @@ def render(data: FigureData) -> "Figure":
     labels = list(dict.fromkeys(s.label for p in panels for s in p.series))
     colours = _colours(labels)
     legend_rows = (len(labels) + 2) // 3 + 1
-    with matplotlib.rc_context(RC):
+    with matplotlib.rc_context(RC):  # type: ignore[arg-type]  # its stubs type the keys as a Literal of every rcParam
         figure = Figure(figsize=(8.0 if cols == 1 else 10.0, 3.4 * rows + 0.18 * legend_rows), layout="constrained")
         axes = figure.subplots(rows, cols, squeeze=False).ravel()
         for ax, panel in zip(axes, panels):

@@ -16,12 +16,24 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
-from orchestrator.results.report.model import (MAX_CATEGORIES, MAX_PANELS, MAX_POINTS, MAX_SERIES, MAX_TABLE_ROWS,
-                                       FigureData, Panel, Point, RefLine, Series, Skip, Table)
-from orchestrator.results.report.source import (Source, config_label, key_of, number, params_of, shorten,
-                                        system_label)
+from orchestrator.results.report.model import (
+    MAX_CATEGORIES,
+    MAX_PANELS,
+    MAX_POINTS,
+    MAX_SERIES,
+    MAX_TABLE_ROWS,
+    FigureData,
+    Panel,
+    Point,
+    RefLine,
+    Series,
+    Skip,
+    Table,
+)
+from orchestrator.results.report.source import Source, config_label, key_of, number, params_of, shorten, system_label
 from orchestrator.states import AttemptState, FailureClass
 
 Builder = Callable[[Source], "FigureData | Skip"]
@@ -94,7 +106,8 @@ def sampled(src: Source, select: str, relation_where: str, notes: list[str], **p
     return rows
 
 
-def per_attempt(src: Source, rows: list[dict[str, Any]], names: Sequence[str]) -> dict[tuple[str, int], dict[str, float]]:
+def per_attempt(src: Source, rows: list[dict[str, Any]],
+                names: Sequence[str]) -> dict[tuple[str, int], dict[str, float]]:
     """Named metrics (table metric_values) of the attempts behind ``rows`` (run_id, attempt)."""
     found: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
     ids = sorted({r["run_id"] for r in rows})
@@ -119,9 +132,9 @@ def table(columns: list[str], rows: list[dict[str, Any]], attrs: list[str]) -> T
     return Table(columns, kept, attrs, truncated=len(rows) - len(kept))
 
 
-def log_base(values: Sequence[float], base: int = 2) -> int | None:
-    """A log axis when the values are all positive and span a factor of 4 (base 2) or 10 (base 10)."""
-    positive = [v for v in values if v is not None and v > 0]
+def log_base(values: Sequence[float | str | None], base: int = 2) -> int | None:
+    """A log axis when the values are all positive numbers and span a factor of 4 (base 2) or 10 (base 10)."""
+    positive = [v for v in values if isinstance(v, (int, float)) and v > 0]
     if positive and len(positive) == len(values) and max(positive) / min(positive) >= max(4, base):
         return base
     return None
@@ -210,9 +223,11 @@ def scaling(src: Source) -> FigureData | Skip:
         firsts = [groups[k][0] for k in keys]
         labels = varying_labels(firsts, [
             lambda r: r["workload"], system_label, lambda r: r["precision"],
-            lambda r: config_label(r, drop=["devices", "batch_size" if mode == "strong" else "global_batch"]),
+            partial(config_label, drop=["devices", "batch_size" if mode == "strong" else "global_batch"]),
             lambda r: r["sweep"]])
-        speed, eff, ideal = [], [], {}
+        speed: list[Series] = []
+        eff: list[Series] = []
+        ideal: dict[float, set[float]] = {}
         for group_key, label in zip(keys, labels):
             points = sorted(groups[group_key], key=lambda r: r["devices"])
             links = [index.get(key_of(r, SCALING_KEYS + [batch, "devices"]), (None, 0)) for r in points]
@@ -288,7 +303,7 @@ def strategies(src: Source) -> FigureData | Skip:
                                "epoch_time_s": row["epoch_time_s"], "step_time_s": row["step_time_s"]})
         failed = [r for r in group if r["status"] != AttemptState.COMPLETED]
         if failed:
-            classes = defaultdict(int)
+            classes: defaultdict[str, int] = defaultdict(int)
             for r in failed:
                 classes[r["failure_class"] or FailureClass.FAILED] += 1
             notes.append(f"{group_key[0]}: {len(failed)} run(s) failed and have no mark ("
@@ -351,7 +366,8 @@ def axis_sweep(src: Source, key: str, title: str, axis: str, xlabel: str, get_x:
                 x = number(get_x(row))
                 xs.append(x)
                 spread = (row["repeats"] or 0) > 1
-                points.append(Point(x, row["mean"], run_id, row["min"] if spread else None,
+                # No x (a NULL): NaN, which the drawing drops as it drops every value that is not finite.
+                points.append(Point(math.nan if x is None else x, row["mean"], run_id, row["min"] if spread else None,
                                     row["max"] if spread else None))
                 table_rows.append({"run_id": run_id, "runs": count, "configuration": f"{workload} · {label}",
                                    axis: get_x(row), "repeats": row["repeats"], "mean": row["mean"],
@@ -518,7 +534,7 @@ def inference(src: Source) -> FigureData | Skip:
     if not src.query(f"SELECT run_id FROM results WHERE workload = 'llm_inference'{src.where_sweep()} LIMIT 1"):
         return Skip(key, title, "no inference results")
     extra = [c for c in ("mbu", "cost_per_1m_tokens") if c in src.columns("inference")]
-    rows = [r for r in src.query(f"SELECT {', '.join(INFERENCE_COLUMNS + extra)} FROM inference "
+    rows = [r for r in src.query(f"SELECT {', '.join([*INFERENCE_COLUMNS, *extra])} FROM inference "
                                  f"WHERE 1=1{src.where_sweep()}")
             if number(r["output_tokens_per_s"]) is not None and number(r["tpot_s"]) is not None]
     if not rows:

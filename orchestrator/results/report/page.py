@@ -62,7 +62,7 @@ def _rank(row: dict[str, Any]) -> tuple[int, int]:
     return (row.get("status") in (AttemptState.COMPLETED, AttemptState.FAILED), row.get("attempt") or 0)
 
 
-def sweep_files(src: Source, hashes: Iterable[str]) -> list[dict[str, Any]]:
+def sweep_files(src: Source, hashes: Iterable[str | None]) -> list[dict[str, Any]]:
     wanted = sorted({h for h in hashes if h})
     if not wanted:
         return []

@@ -27,9 +27,17 @@ import submitit
 import submitit.local.local as submitit_local
 
 from orchestrator.errors import UserError
-from orchestrator.run.executors.base import (EXECUTORS, Executor, FailureClass, JobInfo, JobRequest, JobState,
-                                             SubmitResult)
-from orchestrator.run.executors.local_controller import MODULE as CONTROLLER_MODULE, SUBMITIT_MODULE
+from orchestrator.run.executors.base import (
+    EXECUTORS,
+    Executor,
+    FailureClass,
+    JobInfo,
+    JobRequest,
+    JobState,
+    SubmitResult,
+)
+from orchestrator.run.executors.local_controller import MODULE as CONTROLLER_MODULE
+from orchestrator.run.executors.local_controller import SUBMITIT_MODULE
 from orchestrator.run.executors.local_cores import CAPACITY_ENV, parse_capacity
 from orchestrator.run.executors.local_job import run_batch_script
 from orchestrator.sites.schedulers import ExecutorOptions, LocalOptions

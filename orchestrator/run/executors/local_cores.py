@@ -83,7 +83,7 @@ def _alive(entry: dict[str, Any]) -> bool:
     if start is not None and _start_time(int(entry["pid"])) == start:
         return True
     pgid = entry.get("pgid")
-    return bool(pgid) and _group_alive(int(pgid))
+    return pgid is not None and bool(pgid) and _group_alive(int(pgid))
 
 
 @dataclass(frozen=True)

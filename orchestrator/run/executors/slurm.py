@@ -49,8 +49,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from orchestrator.run.executors.base import (EXECUTORS, BatchExecutor, FailureClass, JobInfo, JobRequest, JobState,
-                                             SchedulerError, submit_window)
+from orchestrator.run.executors.base import (
+    EXECUTORS,
+    BatchExecutor,
+    FailureClass,
+    JobInfo,
+    JobRequest,
+    JobState,
+    SchedulerError,
+    submit_window,
+)
 from orchestrator.sites.schedulers import SlurmOptions
 
 __all__ = [

@@ -96,7 +96,8 @@ def _apply_accounting(layout: TwinLayout) -> None:
             # sacctmgr clears a TRES limit TRES by TRES (`gres/gpu=-1`); a bare -1 is refused
             # ("no TRES id found for -1"), so a limit the new layout lacks is cleared by name.
             current = (table.get(pq.name) or [""])[0]
-            tres = pq.max_tres_per_job or ",".join(f"{item.split('=')[0]}=-1" for item in current.split(",") if "=" in item)
+            tres = pq.max_tres_per_job or ",".join(f"{item.split('=')[0]}=-1"
+                                                   for item in current.split(",") if "=" in item)
             _sacctmgr("modify", "qos", "where", f"name={pq.name}", "set",
                       *([f"MaxTRESPerJob={tres}"] if tres else []),
                       f"MaxJobsPerUser={pq.max_jobs_per_user or -1}",

@@ -266,7 +266,8 @@ def up(like: str | None = None, env: Mapping[str, str] | None = None, force: boo
     deadline = time.monotonic() + 30
     while not _sacct_ok():
         if time.monotonic() > deadline:
-            raise SandboxError("sacct does not answer although slurmdbd runs\n" + _tail(DBD_LOG) + "\n" + _tail(CTLD_LOG))
+            raise SandboxError("sacct does not answer although slurmdbd runs\n" + _tail(DBD_LOG) + "\n"
+                               + _tail(CTLD_LOG))
         time.sleep(0.5)
     st = status()
     if not st.ok:

@@ -199,7 +199,8 @@ def _wait_nodes(timeout: float = 60, nodes: list[str] | None = None) -> None:
     detail = ", ".join(f"{n}={s}" + (f" ({reasons[n]})" if n in reasons else "") for n, s in sorted(states.items()))
     logs = "\n".join(_tail(_slurmd_log(n), 8) for n in nodes[:4])
     raise SandboxError(
-        f"nodes did not become idle within {timeout:.0f} s: {detail or 'sinfo shows none'}\n{_tail(CTLD_LOG, 15)}\n{logs}"
+        f"nodes did not become idle within {timeout:.0f} s: {detail or 'sinfo shows none'}\n"
+        f"{_tail(CTLD_LOG, 15)}\n{logs}"
     )
 
 

@@ -173,7 +173,8 @@ def _facts() -> dict:
         "max_array_size": MAX_ARRAY_SIZE,
         "max_job_count": MAX_JOB_COUNT,
         "accounting": True,
-        "memory_enforcement": "cgroup (task/cgroup, OUT_OF_MEMORY) where cgroup v1 memory is writable, else jobacct (OverMemoryKill)",
+        "memory_enforcement": ("cgroup (task/cgroup, OUT_OF_MEMORY) where cgroup v1 memory is writable, "
+                               "else jobacct (OverMemoryKill)"),
     }
 
 

@@ -63,7 +63,8 @@ def _ensure_mariadb() -> None:
         if _mariadb_ok():
             return
         time.sleep(0.5)
-    raise SandboxError("MariaDB did not answer within 60 s after starting it\n" + _tail(Path("/var/log/mysql/error.log")))
+    raise SandboxError("MariaDB did not answer within 60 s after starting it\n"
+                       + _tail(Path("/var/log/mysql/error.log")))
 
 
 def _group_exists(name: str) -> bool:

@@ -71,7 +71,8 @@ class CerebrasRunner(VendorRunner):
                       precisions=("fp16", "bf16")),
         "genslm": Model("model zoo gpt2 over codons (params_gpt2_xl.yaml, vocabulary 70)", _SOURCE,
                         frozenset({"model", "num_sequences"}), precisions=("fp16", "bf16"),
-                        note="unverified: needs a codon dataset in the zoo's HDF5 format (launcher.options.data_dirs.genslm)"),
+                        note="unverified: needs a codon dataset in the zoo's HDF5 format "
+                             "(launcher.options.data_dirs.genslm)"),
         "transformer_block": Model("model zoo gpt2 with one layer (params_gpt2_xl.yaml)", _SOURCE,
                                    frozenset({"hidden", "heads"}), fixed={"backward": True, "causal": True},
                                    precisions=("fp16", "bf16"),
@@ -186,7 +187,8 @@ def parse(text: str) -> dict[str, Any]:
     return {"points": points, "rates": rates, "begin": begin, "processed": processed}
 
 
-def figures(parsed: Mapping[str, Any], warmup: int, batch: int, seq_len: int) -> tuple[dict[str, Any], list[float], int]:
+def figures(parsed: Mapping[str, Any], warmup: int, batch: int,
+            seq_len: int) -> tuple[dict[str, Any], list[float], int]:
     points: list[tuple[int, float]] = list(parsed["points"])
     if not points:
         raise metricsdoc.AdapterError("no '| Train Device=CSX, Step=...' lines in the model zoo's output")
@@ -231,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                           "run' / time since then (warm-up included)",
                       "vendor_rate_samples_per_s": "the zoo's Rate: a smoothed rate over recent steps",
                       "vendor_processed_samples_per_s": "Processed N samples in T seconds: T from the start of the "
-                                                        "appliance run to the end of training (checkpointing included)"}}
+                                                        "appliance run to the end of training "
+                                                        "(checkpointing included)"}}
         doc = metricsdoc.document(args=args, device_type="wse", metrics=metrics, warmup_steps=warm,
                                   step_times=step_times, vendor=vendor,
                                   params={"global_batch_size": args.batch_size})

@@ -120,7 +120,8 @@ class SambaNovaRunner(VendorRunner):
                              "--compiler-configs-file", f"{apps}/{GPT_DECISIONS}/compiler_configs/{configs}",
                              "--weight_decay", "0.1", "--max_grad_norm_clip", "1.0", "--num-tiles", "4",
                              "--enable-stochastic-rounding"]
-            run_extra = ["--max_grad_norm_clip", "1.0", "--skip_checkpoint", "--data_dir", str(data or "/data/ANL/ss1024"),
+            run_extra = ["--max_grad_norm_clip", "1.0", "--skip_checkpoint",
+                         "--data_dir", str(data or "/data/ANL/ss1024"),
                          "--logging_steps", "1", "--max_steps", steps, "--learning_rate", "0.00025",
                          "--steps_this_run", steps]
         else:  # bert

@@ -12,11 +12,26 @@ Importing this package registers orch's executor (``executor_for("pbs", ...)``).
 
 from orchestrator.run.executors.pbs.executor import OrchPbsExecutor, parse_directives, read_exit_marker, wrapper_text
 from orchestrator.run.executors.pbs.plugin import PbsExecutor, PbsInfoWatcher, PbsJob, PbsJobEnvironment
-from orchestrator.run.executors.pbs.qstat import (QSTAT_QUERY, RC_JOB_FINISHED, RC_UNKNOWN_JOB, PbsError, PbsJobId,
-                                              QstatResult, classify_exit, exec_hosts, is_transient_qsub_error,
-                                              job_info, normalize_job_id, parse_job_id, parse_mem_mb,
-                                              parse_qstat_json, parse_qsub_output, qstat_jobs, qstat_operands,
-                                              salvage_qstat_json)
+from orchestrator.run.executors.pbs.qstat import (
+                                              QSTAT_QUERY,
+                                              RC_JOB_FINISHED,
+                                              RC_UNKNOWN_JOB,
+                                              PbsError,
+                                              PbsJobId,
+                                              QstatResult,
+                                              classify_exit,
+                                              exec_hosts,
+                                              is_transient_qsub_error,
+                                              job_info,
+                                              normalize_job_id,
+                                              parse_job_id,
+                                              parse_mem_mb,
+                                              parse_qstat_json,
+                                              parse_qsub_output,
+                                              qstat_jobs,
+                                              qstat_operands,
+                                              salvage_qstat_json,
+)
 
 __all__ = [
     "OrchPbsExecutor", "PbsError", "PbsExecutor", "PbsInfoWatcher", "PbsJob", "PbsJobEnvironment", "PbsJobId",

@@ -40,10 +40,22 @@ from typing import Any, Mapping, Sequence
 
 from orchestrator.run.executors.base import EXECUTORS, BatchExecutor, FailureClass, JobInfo, JobRequest, JobState
 from orchestrator.run.executors.pbs.plugin import PbsExecutor, qsub_timeout_s
-from orchestrator.run.executors.pbs.qstat import (FINISHED_STATES, RC_JOB_FINISHED, RC_UNKNOWN_JOB, PbsError,
-                                              PbsJobId, _run, classify_exit, is_transient_qsub_error, job_info,
-                                              parse_job_id, parse_qstat_json, qstat_jobs, qstat_operands,
-                                              salvage_qstat_json)
+from orchestrator.run.executors.pbs.qstat import (
+    FINISHED_STATES,
+    RC_JOB_FINISHED,
+    RC_UNKNOWN_JOB,
+    PbsError,
+    PbsJobId,
+    _run,
+    classify_exit,
+    is_transient_qsub_error,
+    job_info,
+    parse_job_id,
+    parse_qstat_json,
+    qstat_jobs,
+    qstat_operands,
+    salvage_qstat_json,
+)
 from orchestrator.sites.schedulers import PbsOptions
 
 ONE_OPERAND_FLAG = "qstat-one-operand"  # in the executor folder: this server's qstat drops operands
@@ -195,7 +207,7 @@ class OrchPbsExecutor(BatchExecutor):
         except ValueError:
             jobs = salvage_qstat_json(cp.stdout or "")
         count = 0
-        for jid, attrs in jobs.items():
+        for attrs in jobs.values():
             owner = str(attrs.get("Job_Owner", ""))
             if user and owner and owner.split("@", 1)[0] != user:
                 continue
@@ -275,12 +287,12 @@ class OrchPbsExecutor(BatchExecutor):
         # Ids are matched by sequence number and index too: "6" and "6.pbs01", or a server name
         # spelled differently by qsub and qstat, are the same job.
         by_key: dict[tuple[int, bool, int | None], tuple[str, dict[str, Any]]] = {}
-        for key, attrs in got.jobs.items():
+        for key, listed in got.jobs.items():
             try:
                 parsed = parse_job_id(key)
             except ValueError:
                 continue
-            by_key[(parsed.seq, parsed.is_array, parsed.index)] = (key, attrs)
+            by_key[(parsed.seq, parsed.is_array, parsed.index)] = (key, listed)
         infos: dict[str, JobInfo] = {}
         for jid in job_ids:
             attrs = got.jobs.get(jid)
@@ -344,12 +356,12 @@ class OrchPbsExecutor(BatchExecutor):
         except ValueError:
             jobs = salvage_qstat_json(cp.stdout or "")
         live: dict[tuple[int, bool, int | None], dict[str, Any]] = {}
-        for key, attrs in jobs.items():
+        for key, listed in jobs.items():
             try:
                 parsed = parse_job_id(key)
             except ValueError:
                 continue
-            live[(parsed.seq, parsed.is_array, parsed.index)] = attrs
+            live[(parsed.seq, parsed.is_array, parsed.index)] = listed
         wanted: dict[str, set[int | None]] = {}  # job name -> subjob indices (None: the whole job)
         own: set[int] = set()
         for jid in job_ids:

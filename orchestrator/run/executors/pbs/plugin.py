@@ -26,8 +26,18 @@ from typing import Any, Sequence
 from submitit.core import core, job_environment, utils
 
 from orchestrator.run.executors.base import FailureClass, JobInfo, JobState, submit_window
-from orchestrator.run.executors.pbs.qstat import (QSTAT_QUERY, QstatResult, job_info, parse_job_id, parse_qstat_json,
-                                              parse_qsub_output, qstat_jobs, qstat_operands, salvage_qstat_json)
+from orchestrator.run.executors.pbs.qstat import (
+    QSTAT_QUERY,
+    QstatResult,
+    job_info,
+    parse_job_id,
+    parse_qstat_json,
+    parse_qsub_output,
+    qstat_jobs,
+    qstat_operands,
+    salvage_qstat_json,
+)
+
 
 # submitit's CommandFunction would wait forever on a hung qsub; the submit grace of orch's
 # follow is derived from the same window (orchestrator.run.executors.base.submit_window).
@@ -272,7 +282,9 @@ class PbsExecutor(core.PicklingExecutor):
         pickle_paths = []
         for d in delayed_submissions:
             pickle_path = folder / f"{uuid.uuid4().hex}.pkl"
-            d.set_timeout(float(self.parameters.get("timeout_min", 5)), self.max_num_timeout)
+            # submitit annotates minutes as int; it only multiplies them by 60, and a test's
+            # timeout is a fraction of a minute.
+            d.set_timeout(float(self.parameters.get("timeout_min", 5)), self.max_num_timeout)  # type: ignore[arg-type]
             d.dump(pickle_path)
             pickle_paths.append(pickle_path)
         self._throttle()

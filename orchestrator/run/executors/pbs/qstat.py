@@ -298,7 +298,8 @@ def job_info(job_id: str, attrs: Mapping[str, Any]) -> JobInfo:
     for key in ("substate", "queue", "Exit_status", "array_id", "array_index"):
         if key in attrs:
             extra[key] = attrs[key]
-    used = attrs.get("resources_used") if isinstance(attrs.get("resources_used"), dict) else {}
+    found = attrs.get("resources_used")
+    used: dict[str, Any] = found if isinstance(found, dict) else {}
     ran = bool(attrs.get("exec_host"))
     borrowed = is_subjob(job_id) and not ran  # the array's attributes shown on a subjob
     info = JobInfo(job_id=job_id, state=JobState.UNKNOWN, node_list=exec_hosts(attrs.get("exec_host")),
