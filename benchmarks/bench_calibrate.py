@@ -84,7 +84,8 @@ def view_error(cwd: Path, sweep: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="work in this directory (kept) instead of a temporary one")
-    parser.add_argument("--analyse-only", action="store_true", help="print the errors of the sweeps already run in --keep")
+    parser.add_argument("--analyse-only", action="store_true",
+                        help="print the errors of the sweeps already run in --keep")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="orch-calib-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -102,9 +103,9 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     os.chdir(work)
     from orchestrator import paths
-    from orchestrator.results.db.engine import open_engine
-    from orchestrator.predict.perfmodel.calibration import efficiency_for, mean_abs_error
     from orchestrator.predict.calibrate import samples_by_site
+    from orchestrator.predict.perfmodel.calibration import efficiency_for, mean_abs_error
+    from orchestrator.results.db.engine import open_engine
 
     engine = open_engine(paths.default_db_url())
     for target, (machine, samples) in samples_by_site(engine, sweep="calib-b").items():

@@ -30,9 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from orchestrator.results.db import results  # noqa: E402
-from orchestrator.results.db.results import record_results  # noqa: E402
 from orchestrator.results.db.engine import open_database  # noqa: E402
 from orchestrator.results.db.models import Attempt, Run, SweepRecord  # noqa: E402
+from orchestrator.results.db.results import record_results  # noqa: E402
 from orchestrator.results.ingest import EnvironmentCache, collect, gc_paused, load_metrics  # noqa: E402
 
 # The comparison every study table starts from: by workload, precision and device count.

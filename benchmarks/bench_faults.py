@@ -50,6 +50,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -154,7 +155,8 @@ def mutate(seed_text: str, rng: random.Random) -> str:
             lines[i] = " " * rng.randint(0, 6) + lines[i].lstrip()
         elif op < 0.75:
             cut = rng.randrange(len(lines[i]) + 1)
-            lines[i] = lines[i][:cut] + rng.choice(["{", "[", "]", "}", ":", "- ", "&a", "*a", "!!python/object:os.system",
+            lines[i] = lines[i][:cut] + rng.choice(["{", "[", "]", "}", ":", "- ", "&a", "*a",
+                                                    "!!python/object:os.system",
                                                     "\t", "'", '"', "%", "@", "`", "|", ">"]) + lines[i][cut:]
         elif op < 0.9:
             j = rng.randrange(len(lines))
@@ -486,37 +488,37 @@ class InjectionFigures:
     details: list = field(default_factory=list)
 
 
-def _with(data: dict, path: tuple, value: str) -> dict:
+def _with(data: dict[str, Any], path: tuple, value: str) -> dict[str, Any]:
     """A copy of ``data`` with ``value`` at ``path`` (lists and mappings made on the way)."""
     data = json.loads(json.dumps(data))
     if path[:3] == ("experiments", 0, "zip"):  # the tag as a zip group instead of a grid key
         data["experiments"][0]["grid"].pop("tag", None)
         data["experiments"][0]["zip"] = {"z": {"tag": [value]}}
         return data
-    target: object = data
+    target: list[Any] | dict[str, Any] = data  # the document's container the path is at
     for index, part in enumerate(path[:-1]):
-        make = [] if isinstance(path[index + 1], int) else {}
+        make: list[Any] | dict[str, Any] = [] if isinstance(path[index + 1], int) else {}
         if isinstance(target, list):
             while len(target) <= part:
                 target.append(json.loads(json.dumps(make)))
             target = target[part]
         else:
-            if not isinstance(target.get(part), (list, dict)):  # type: ignore[union-attr]
-                target[part] = make  # type: ignore[index]
-            target = target[part]  # type: ignore[index]
+            if not isinstance(target.get(part), (list, dict)):
+                target[part] = make
+            target = target[part]
     last = path[-1]
     if isinstance(target, list):
         while len(target) <= last:
             target.append(None)
-    target[last] = value  # type: ignore[index]
+    target[last] = value
     return data
 
 
 def injection_trials(workdir: Path) -> InjectionFigures:
     from orchestrator.errors import UserError
     from orchestrator.plan.record import plan_sweep
-    from orchestrator.sites.profiles import load_site
     from orchestrator.plan.sweep import parse_sweep
+    from orchestrator.sites.profiles import load_site
 
     figures = InjectionFigures()
     canaries = workdir / "canaries"
@@ -586,7 +588,7 @@ def injection_trials(workdir: Path) -> InjectionFigures:
         site = _base_site("injlocal", "local", str(stub))
         (sites_dir / "injlocal.yaml").write_text(yaml.safe_dump(site, sort_keys=False))
         experiments, expected = [], {}
-        for index, (sweep, _, field_path) in enumerate(accepted_local_sweeps):
+        for index, (sweep, _, _field_path) in enumerate(accepted_local_sweeps):
             exp = {**sweep["experiments"][0], "name": f"e{index}", "sites": ["injlocal"]}
             exp.pop("queue", None)
             experiments.append(exp)
@@ -674,9 +676,9 @@ def kill_trials_local(trials: int, runs_per_trial: int, rng: random.Random, work
     back in seconds rather than minutes."""
     import sqlite3
 
-    from orchestrator.results.db.engine import open_database
     from orchestrator.plan.record import plan_sweep, record_plan
     from orchestrator.plan.sweep import parse_sweep
+    from orchestrator.results.db.engine import open_database
 
     figures = KillFigures("local")
     bin_dir = workdir / "bin"
@@ -728,7 +730,8 @@ def kill_trials_local(trials: int, runs_per_trial: int, rng: random.Random, work
                             "--sweep", name], cwd=home, env=env, capture_output=True, timeout=1800)
             with sqlite3.connect(db_path, timeout=600) as db:
                 waiting = db.execute("SELECT count(*) FROM runs WHERE sweep = ? AND status IN "
-                                     "('planned', 'retry', 'submitting', 'submitted', 'running')", (name,)).fetchone()[0]
+                                     "('planned', 'retry', 'submitting', 'submitted', 'running')",
+                                     (name,)).fetchone()[0]
             if not waiting:
                 settled = True
                 break
@@ -831,7 +834,8 @@ def main() -> None:
             m = mutation_trials(args.mutations, args.seed, args.time_limit, args.memory_limit_mb * 2**20,
                                 args.workers, workdir / "mutations")
             lines.append(f"mutated sweeps: {m.files} files through `orch plan FILE --dry-run` "
-                         f"({args.time_limit:.0f} CPU s or {BLOCKED_LIMIT_S:.0f} s blocked, {args.memory_limit_mb} MB each) in {time.monotonic() - started:.0f} s: "
+                         f"({args.time_limit:.0f} CPU s or {BLOCKED_LIMIT_S:.0f} s blocked, "
+                         f"{args.memory_limit_mb} MB each) in {time.monotonic() - started:.0f} s: "
                          f"{m.clean_errors} clean one-line errors, {m.accepted} accepted, {m.other_exits} other exits; "
                          f"tracebacks {m.tracebacks}, hangs {m.hangs}, memory blow-ups {m.memory_blowups}; "
                          f"slowest {m.slowest_s:.1f} CPU s")

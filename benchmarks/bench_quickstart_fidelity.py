@@ -40,6 +40,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -157,7 +158,7 @@ class Row:
     failed: list[str] = field(default_factory=list)
 
 
-def orch_round(sweep: str) -> tuple[list[dict[str, object]], float, Path]:
+def orch_round(sweep: str) -> tuple[list[dict[str, Any]], float, Path]:
     """One ``orch run`` of the sweep in a fresh ORCH_HOME: its result rows and its wall time."""
     home = Path(tempfile.mkdtemp(prefix="orch-fidelity-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_") or k == "ORCH_LOCAL_CORES_DIR"}
@@ -178,7 +179,8 @@ def main() -> None:
     parser.add_argument("--sweep", default=str(REPO / "examples" / "quickstart.yaml"))
     parser.add_argument("--repeats", type=int, default=5, help="bare loops per row and round (median taken)")
     parser.add_argument("--rounds", type=int, default=5,
-                        help="counted rounds of (orch run, then the bare loops), after one uncounted; medians over rounds are compared")
+                        help="counted rounds of (orch run, then the bare loops), after one uncounted; "
+                             "medians over rounds are compared")
     opts = parser.parse_args()
 
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; before: {uptime()}")
@@ -203,7 +205,7 @@ def main() -> None:
             for found in rows:
                 params = json.loads(str(found["params"]))
                 m, n, k = int(params["m"]), int(params["n"]), int(params["k"])
-                key = (str(found["precision"]), int(found["devices"]), m, n, k)  # type: ignore[arg-type]
+                key = (str(found["precision"]), int(found["devices"]), m, n, k)
                 row = table.setdefault(key, Row(*key))
                 if found["status"] != "completed":
                     row.failed.append(str(found["status"]))
@@ -217,7 +219,7 @@ def main() -> None:
                                             int(params["warmup"]), steps, opts.repeats)
                 if round_no:
                     row.steps.append(steps)
-                    counted.append((key, float(found["tflops"]), float(figures.get("tflops_median") or 0.0)))  # type: ignore[arg-type]
+                    counted.append((key, float(found["tflops"]), float(figures.get("tflops_median") or 0.0)))
         finally:
             ledger.release()
         for key, tflops, tflops_median in counted:

@@ -47,7 +47,8 @@ def run_row(i: int, sweep_id: int, now: datetime) -> tuple:
     workload = WORKLOADS[i % 4]
     site, model = SITES[i % 5]
     lm = workload in ("gpt2", "transformer_block")
-    params = ({"model": ("gpt2", "gpt2-medium")[(i // 13) % 2]} if lm else {"m": 1024 * (1 + (i // 3) % 7)})
+    params: dict[str, str | int] = (
+        {"model": ("gpt2", "gpt2-medium")[(i // 13) % 2]} if lm else {"m": 1024 * (1 + (i // 3) % 7)})
     params.update({"warmup": 5, "iters": 20})
     devices = 2 ** ((i // 20) % 5)
     return (f"r{i:015d}", sweep_id, f"bench-{i % 3}", "e", workload, site, "finished", devices,
@@ -71,6 +72,7 @@ def fill(sessions, rows: int, ingested: int, files_dir: Path, chunk: int = 50_00
         session.flush()
         sweep_id = sweep.id
     runs, attempts = Run.__table__, Attempt.__table__
+    assert isinstance(runs, sa.Table) and isinstance(attempts, sa.Table)  # a mapped class's FromClause: its Table
     for start in range(0, rows, chunk):
         stop = min(rows, start + chunk)
         with sessions.begin() as session:

@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.sites import sandbox  # noqa: E402
 from orchestrator.run.executors.base import JobRequest, JobState  # noqa: E402
 from orchestrator.run.executors.slurm import SlurmExecutor  # noqa: E402
+from orchestrator.sites import sandbox  # noqa: E402
 
 
 def make_requests(root: Path, runs: int, shapes: int) -> list[JobRequest]:
@@ -70,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         ex = SlurmExecutor(root / "sched", {"max_array_size": args.max_array_size})
 
         t1 = time.monotonic()
-        result = ex.submit(reqs)
-        ids = list(result.job_ids)
+        submitted = ex.submit(reqs)
+        ids = [i for i in submitted.job_ids if i]
         t_submit = time.monotonic() - t1
-        if not all(ids):
-            print("not submitted:", dict(list(result.refused.items())[:3]), file=sys.stderr)
+        if len(ids) < len(submitted.job_ids):
+            print("not submitted:", dict(list(submitted.refused.items())[:3]), file=sys.stderr)
             return 1
         submit_calls = dict(ex.calls)
 

@@ -45,7 +45,8 @@ def _sandbox_ok() -> str | None:
     return None if st.ok else f"the sandbox Slurm cluster is not up ({'; '.join(st.problems)}): run `orch sandbox up`"
 
 
-def run_trials(trials: int = 50, seed: int = 20261123, runs_per_trial: int = 4, keep: Path | None = None) -> FaultFigures:
+def run_trials(trials: int = 50, seed: int = 20261123, runs_per_trial: int = 4,
+               keep: Path | None = None) -> FaultFigures:
     """``trials`` kill -9 trials of `orch submit` and `orch status --watch` on the sandbox cluster."""
     problem = _sandbox_ok()
     if problem:

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -168,7 +167,8 @@ def test_references_file_errors_name_file_line_and_field(workdir: Path) -> None:
     good = write(workdir / "refs.csv", "workload,metric,value,source,params\n"
                                        "gemm,tflops,1.5,study C table 3,\"{\"\"m\"\": 256}\"\n")
     assert run_orch("references", "load", str(good), cwd=workdir, check=True).returncode == 0
-    assert run_orch("references", "load", str(good), cwd=workdir, check=True).stdout.startswith("0 reference(s) added, 1 replaced")
+    reloaded = run_orch("references", "load", str(good), cwd=workdir, check=True)
+    assert reloaded.stdout.startswith("0 reference(s) added, 1 replaced")
     (ref,) = sql(workdir, "SELECT params, tolerance FROM reference_figures")
     assert ref == {"params": '{"m": 256}', "tolerance": 0.05}
 

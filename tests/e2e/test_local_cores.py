@@ -51,8 +51,10 @@ experiments:
 """
 
 
-def _time(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text) if text else None
+def _time(text: str | None) -> datetime:
+    """A timestamp the test expects recorded (every attempt it reads on has ended)."""
+    assert text, "a timestamp the test compares was not recorded"
+    return datetime.fromisoformat(text)
 
 
 def _attempts(workdir: Path, env: dict[str, str]) -> list[dict]:

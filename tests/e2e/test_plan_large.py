@@ -55,9 +55,9 @@ def test_a_large_plan_prints_a_summary_on_one_screen_with_the_right_counts(workd
 
     # skipped runs by reason, numbers set aside; the largest first
     kinds = Counter(reason_kind(r["reason"]) for r in skipped)
-    shown = [re.match(r"^\s+(\d+)  (.*?)(?: \(and \d+ more like it\))?$", line)
-             for line in lines[lines.index(f"skipped, by reason ({len(skipped)} run(s)):") + 1:]]
-    shown = [m for m in shown[:len(kinds)] if m]
+    matches = [re.match(r"^\s+(\d+)  (.*?)(?: \(and \d+ more like it\))?$", line)
+               for line in lines[lines.index(f"skipped, by reason ({len(skipped)} run(s)):") + 1:]]
+    shown = [m for m in matches[:len(kinds)] if m]
     assert len(shown) == len(kinds) and [int(m[1]) for m in shown] == sorted(kinds.values(), reverse=True)
     assert all(kinds[reason_kind(m[2])] == int(m[1]) for m in shown)
     assert any("needs an account/project: set $ORCH_POLARIS_PROJECT" in m[2] for m in shown)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import sqlalchemy as sa
@@ -181,7 +182,7 @@ RESULTS_0003 = ("run_id, sweep, experiment, site, system, workload, status, fail
                 "exit_code, elapsed_s, submitted_at, finished_at")
 
 
-def _migration(name: str):  # type: ignore[no-untyped-def]
+def _migration(name: str) -> ModuleType:
     import importlib.util
 
     path = Path(__file__).resolve().parents[2] / "db" / "migrations" / "versions" / f"{name}.py"

@@ -218,6 +218,14 @@ def script_directives(text: str) -> list[tuple[str, str | None]]:
     return opts
 
 
+def _keys_of(rec: dict[str, Any]) -> list[str | None]:
+    """A job's subjob keys in index order; [None] for a job that is not an array."""
+    if not rec["array"]:
+        return [None]
+    subjobs: list[str] = sorted(rec["subjobs"], key=int)
+    return list(subjobs)
+
+
 def parse_range(spec: str) -> list[int] | None:
     m = re.fullmatch(r"(\d+)-(\d+)(?::(\d+))?", spec.strip())
     if not m:
@@ -261,7 +269,7 @@ def qsub(argv: list[str]) -> int:
             sys.stderr.write(f"qsub: option requires an argument -- '{letter}'\n")
             return 2
         if letter == "N":
-            if not re.fullmatch(r"[A-Za-z][^\s\"'@]{0,235}", value or ""):
+            if value is None or not re.fullmatch(r"[A-Za-z][^\s\"'@]{0,235}", value):
                 sys.stderr.write("qsub: illegal -N value\n")
                 return 2
             name = value
@@ -357,7 +365,7 @@ def qsub(argv: list[str]) -> int:
             attrs["Account_Name"] = account
         rec: dict[str, Any] = {"seq": seq, "id": job_id, "array": is_array, "attrs": attrs, "subjobs": {},
                                "submitted": now}
-        if is_array:
+        if indices is not None:
             attrs["array"] = "True"
             attrs["array_indices_submitted"] = f"{indices[0]}-{indices[-1]}" if indices == list(
                 range(indices[0], indices[-1] + 1)) else ",".join(map(str, indices))
@@ -427,7 +435,7 @@ def _ranges(values: list[int]) -> str:
     out: list[str] = []
     values = sorted(values)
     start = prev = values[0]
-    for v in values[1:] + [None]:  # type: ignore[list-item]
+    for v in values[1:] + [None]:
         if v is not None and v == prev + 1:
             prev = v
             continue
@@ -521,10 +529,11 @@ def run(seq: int) -> int:
     kill_delay = float(os.environ.get("PBS_EMU_KILL_DELAY", "2"))
     host = socket.gethostname().split(".")[0]
     script = h / "scripts" / f"{seq}.sh"
-    rec = load(h, seq)
-    if rec is None:
+    loaded = load(h, seq)
+    if loaded is None:
         return 1
-    keys = sorted(rec["subjobs"], key=int) if rec["array"] else [None]
+    rec = loaded
+    keys = _keys_of(rec)
     pending = list(keys)
     running: dict[Any, dict[str, Any]] = {}
 
@@ -744,7 +753,7 @@ def _dump(jobs: dict[str, dict[str, Any]]) -> str:
 
 
 def qstat(argv: list[str]) -> int:
-    flags = set()
+    flags: set[str] = set()
     fmt = None
     operands: list[str] = []
     i = 0
@@ -790,9 +799,9 @@ def qstat(argv: list[str]) -> int:
                 selected.append((rec, key))
         else:
             for seq in all_seqs(h):
-                rec = load(h, seq)
-                if rec and _visible(rec, now) and (history or rec["attrs"]["job_state"] != "F"):
-                    selected.append((rec, None))
+                job = load(h, seq)
+                if job and _visible(job, now) and (history or job["attrs"]["job_state"] != "F"):
+                    selected.append((job, None))
     jobs: dict[str, dict[str, Any]] = {}
     for rec, key in selected:
         if key is not None:
@@ -849,7 +858,7 @@ def qdel(argv: list[str]) -> int:
                 rc = RC_UNKNOWN
                 continue
             rec, key = found
-            keys = [key] if key is not None else (sorted(rec["subjobs"], key=int) if rec["array"] else [None])
+            keys = [key] if key is not None else _keys_of(rec)
             any_alive = False
             for k in keys:
                 attrs = rec["subjobs"][k] if k is not None else rec["attrs"]

@@ -9,7 +9,7 @@ import pytest
 import submitit
 from submitit.core import plugins
 
-from orchestrator.run.executors import FailureClass, JobRequest, JobState, executor_for
+from orchestrator.run.executors import FailureClass, JobInfo, JobRequest, JobState, executor_for
 from orchestrator.run.executors.pbs import OrchPbsExecutor, PbsExecutor, PbsJobEnvironment
 
 
@@ -23,7 +23,15 @@ def request(tmp_path: Path, name: str, body: str, shape: str = "", directives: s
                       walltime_s=60, nodes=1, tasks_per_node=1, shape_key=shape)
 
 
-def wait(executor: OrchPbsExecutor, ids: list[str], timeout: float = 60) -> dict:
+def submit_all(executor: OrchPbsExecutor, reqs: list[JobRequest]) -> list[str]:
+    """Submit requests the test expects all submitted: their job ids, in the requests' order."""
+    result = executor.submit(reqs)
+    ids = [jid for jid in result.job_ids if jid is not None]
+    assert len(ids) == len(reqs), result
+    return ids
+
+
+def wait(executor: OrchPbsExecutor, ids: list[str], timeout: float = 60) -> dict[str, JobInfo]:
     deadline = time.time() + timeout
     while True:
         infos = executor.query(ids)
@@ -48,9 +56,9 @@ def test_submit_single_and_arrays_then_one_qstat_per_query(pbs, tmp_path: Path) 
             request(tmp_path, "a1", "exit 4", shape="s"),
             request(tmp_path, "a2", "exit 0", shape="s"),
             request(tmp_path, "lonely", "exit 0", shape="t")]  # a group of one: a plain job
-    ids = ex.submit(reqs).job_ids
+    ids = submit_all(ex, reqs)
     seq = ids[1].split("[")[0]
-    assert ids[1:4] == (f"{seq}[0].pbs01", f"{seq}[1].pbs01", f"{seq}[2].pbs01")
+    assert ids[1:4] == [f"{seq}[0].pbs01", f"{seq}[1].pbs01", f"{seq}[2].pbs01"]
     assert "[" not in ids[0] and "[" not in ids[4]
     qsubs = pbs.calls("qsub")
     assert len(qsubs) == 3 and sum("-J" in c for c in qsubs) == 1
@@ -82,7 +90,7 @@ def test_failure_classes_end_to_end(pbs, tmp_path: Path) -> None:
                     directives="#PBS -l select=1:ncpus=1:mem=20mb\n"),
             request(tmp_path, "cancel_me", "sleep 30"),
             request(tmp_path, "segv", "kill -SEGV $$")]
-    ids = ex.submit(reqs).job_ids
+    ids = submit_all(ex, reqs)
     deadline = time.time() + 30
     while ex.query([ids[2]])[ids[2]].state != JobState.RUNNING and time.time() < deadline:
         time.sleep(0.1)
@@ -99,7 +107,7 @@ def test_failure_classes_end_to_end(pbs, tmp_path: Path) -> None:
 def test_cancel_a_queued_array(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex")
-    ids = ex.submit([request(tmp_path, f"q{i}", "sleep 20", shape="s") for i in range(3)]).job_ids
+    ids = submit_all(ex, [request(tmp_path, f"q{i}", "sleep 20", shape="s") for i in range(3)])
     ex.cancel(ids)
     infos = wait(ex, ids)
     assert all(i.failure == FailureClass.CANCELLED for i in infos.values())
@@ -109,7 +117,7 @@ def test_find_by_name_repairs_an_interrupted_submit(pbs, tmp_path: Path) -> None
     ex = OrchPbsExecutor(tmp_path / "ex")
     reqs = [request(tmp_path, "one", "true"), request(tmp_path, "b0", "true", shape="s"),
             request(tmp_path, "b1", "true", shape="s")]
-    ids = ex.submit(reqs).job_ids
+    ids = submit_all(ex, reqs)
     fresh = OrchPbsExecutor(tmp_path / "ex")  # another orch process, same folder
     found = fresh.find_by_name([r.job_name for r in reqs] + ["orch-never-a1"])
     assert found == {r.job_name: jid for r, jid in zip(reqs, ids)}
@@ -119,7 +127,7 @@ def test_find_by_name_repairs_an_interrupted_submit(pbs, tmp_path: Path) -> None
 def test_history_gone_and_invalid_json(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # An odd variable value: the server prints invalid JSON (PBS_EMU_RAW_VARIABLES).
     ex = OrchPbsExecutor(tmp_path / "ex", {"qsub_args": ["-v", 'ODD=say "hi"']})
-    ids = list(ex.submit([request(tmp_path, "x0", "exit 0"), request(tmp_path, "x1", "exit 2")]).job_ids)
+    ids = submit_all(ex, [request(tmp_path, "x0", "exit 0"), request(tmp_path, "x1", "exit 2")])
     pbs.wait_all()
     monkeypatch.setenv("PBS_EMU_RAW_VARIABLES", "1")
     before = len(pbs.calls("qstat"))
@@ -143,8 +151,8 @@ def test_a_server_dropping_operands_is_asked_one_at_a_time(pbs, tmp_path: Path,
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
     monkeypatch.setenv("PBS_EMU_DROP_OPERANDS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex")
-    ids = ex.submit([request(tmp_path, "first", "sleep 3"), request(tmp_path, "second", "true"),
-                     request(tmp_path, "a0", "true", shape="s"), request(tmp_path, "a1", "true", shape="s")]).job_ids
+    ids = submit_all(ex, [request(tmp_path, "first", "sleep 3"), request(tmp_path, "second", "true"),
+                          request(tmp_path, "a0", "true", shape="s"), request(tmp_path, "a1", "true", shape="s")])
     infos = ex.query(ids)
     # Nothing is unknown: every job was asked for again on its own.
     assert all(i.state in (JobState.PENDING, JobState.RUNNING) for i in infos.values()), infos
@@ -162,8 +170,8 @@ def test_a_subjob_deleted_before_it_ran_is_cancelled(pbs, tmp_path: Path, monkey
     Exit_status (1); orch records it cancelled, with no start, no exit code."""
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex")
-    ids = ex.submit([request(tmp_path, "s0", "exit 3", shape="s"), request(tmp_path, "s1", "sleep 3", shape="s"),
-                     request(tmp_path, "s2", "true", shape="s")]).job_ids
+    ids = submit_all(ex, [request(tmp_path, "s0", "exit 3", shape="s"), request(tmp_path, "s1", "sleep 3", shape="s"),
+                          request(tmp_path, "s2", "true", shape="s")])
     deadline = time.time() + 30
     while ex.query([ids[1]])[ids[1]].state != JobState.RUNNING and time.time() < deadline:
         time.sleep(0.1)
@@ -198,7 +206,7 @@ def test_server_down_is_uncertain_and_queue_limit_defers(pbs, tmp_path: Path) ->
 def test_max_queued_jobs_defers_the_rest(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex", {"max_queued_jobs": 3})
-    first = ex.submit([request(tmp_path, f"s{i}", "sleep 5", shape="s") for i in range(2)]).job_ids
+    first = submit_all(ex, [request(tmp_path, f"s{i}", "sleep 5", shape="s") for i in range(2)])
     assert all(first) and ex.queued_count() == 2
     more = ex.submit([request(tmp_path, f"m{i}", "true") for i in range(3)])
     assert more.job_ids[0] is not None and more.job_ids[1:] == (None, None)
@@ -247,9 +255,9 @@ def test_cancel_stops_every_copy(pbs, tmp_path: Path, monkeypatch: pytest.Monkey
     reqs = [request(tmp_path, "solo", "sleep 30"), request(tmp_path, "a0", "sleep 30", shape="s"),
             request(tmp_path, "a1", "sleep 30", shape="s")]
     ex = OrchPbsExecutor(tmp_path / "ex")
-    recorded = ex.submit(reqs).job_ids
-    copies = OrchPbsExecutor(tmp_path / "ex").submit(reqs).job_ids  # the same attempts again
-    other = ex.submit([request(tmp_path, "other", "sleep 30")]).job_ids
+    recorded = submit_all(ex, reqs)
+    copies = submit_all(OrchPbsExecutor(tmp_path / "ex"), reqs)  # the same attempts again
+    other = submit_all(ex, [request(tmp_path, "other", "sleep 30")])
     ex.cancel([recorded[0], recorded[2]])  # the plain job and subjob 1 of the array
     stopped = [recorded[0], recorded[2], copies[0], copies[2]]
     infos = wait(ex, stopped)

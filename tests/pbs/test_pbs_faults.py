@@ -161,7 +161,8 @@ def test_submit_grace_outlasts_the_submit_commands(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("ORCH_SUBMIT_GRACE_S", raising=False)
     timeout, grace = submit_window()
     assert submit_grace().total_seconds() == grace >= timeout + 60 and qsub_timeout_s() == timeout
-    code = ("import sys; from orchestrator.run.executors import slurm; from orchestrator.run.follow import submit_grace; "
+    code = ("import sys; from orchestrator.run.executors import slurm; "
+            "from orchestrator.run.follow import submit_grace; "
             "g = submit_grace().total_seconds(); sys.exit(0 if g - slurm.SBATCH_TIMEOUT_S >= min(60, g / 2) else 1)")
     for override in (None, "8", "600"):
         env = {k: v for k, v in os.environ.items() if k != "ORCH_SUBMIT_GRACE_S"}

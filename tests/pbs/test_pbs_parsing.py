@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Set
 from pathlib import Path
 
 import pytest
@@ -207,8 +208,9 @@ def test_invalid_json_is_salvaged() -> None:
 class FakeQstat:
     """qstat answers by id from the samples; records each call."""
 
-    def __init__(self, docs: dict[str, str], unknown: set[str] = frozenset(), broken_batch: bool = False) -> None:
-        self.docs, self.unknown, self.broken_batch, self.calls = docs, unknown, broken_batch, []
+    def __init__(self, docs: dict[str, str], unknown: Set[str] = frozenset(), broken_batch: bool = False) -> None:
+        self.docs, self.unknown, self.broken_batch = docs, unknown, broken_batch
+        self.calls: list[list[str]] = []
 
     def __call__(self, args: list[str]) -> subprocess.CompletedProcess:
         self.calls.append(args)

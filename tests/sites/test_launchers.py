@@ -6,21 +6,23 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestrator.plan.expand import RunSpec
-from orchestrator.sites.launchers import LAUNCHERS, LaunchRequest, get_launcher
 from orchestrator.plan.render import RunFiles, render_script
 from orchestrator.plan.resolve import resolve
+from orchestrator.sites.launchers import LAUNCHERS, LaunchRequest, get_launcher
 from orchestrator.sites.profiles import SiteProfile, load_site
 
 
-def req(**kw) -> LaunchRequest:
-    base = dict(python="py", module="workloads.gemm", args=["--x", "1"], nodes=1, tasks_per_node=4, extra_args=[],
-                scheduler="slurm", devices_per_node=4, workload="gemm", script="/w/workloads/gemm.py")
+def req(**kw: Any) -> LaunchRequest:
+    base: dict[str, Any] = dict(python="py", module="workloads.gemm", args=["--x", "1"], nodes=1, tasks_per_node=4,
+                                extra_args=[], scheduler="slurm", devices_per_node=4, workload="gemm",
+                                script="/w/workloads/gemm.py")
     base.update(kw)
-    return LaunchRequest(**base)  # type: ignore[arg-type]
+    return LaunchRequest(**base)
 
 
 def test_registry_has_every_launcher() -> None:
@@ -65,10 +67,17 @@ def test_argv(name: str, kw: dict, argv: list[str]) -> None:
     assert launcher.argv(request) == argv
 
 
+def refusal(name: str, request: LaunchRequest) -> str:
+    """Why a launcher the test expects to refuse the request refuses it."""
+    reason = get_launcher(name).check(request)
+    assert reason is not None, (name, request)
+    return reason
+
+
 def test_checks_say_why() -> None:
-    assert "starts one process, run needs 4" in get_launcher("python").check(req())
-    assert "needs srun or mpiexec" in get_launcher("torchrun").check(req(nodes=2, scheduler="local"))
-    assert "at most 1 node(s)" in get_launcher("gaudi_spawn").check(req(nodes=2))
+    assert "starts one process, run needs 4" in refusal("python", req())
+    assert "needs srun or mpiexec" in refusal("torchrun", req(nodes=2, scheduler="local"))
+    assert "at most 1 node(s)" in refusal("gaudi_spawn", req(nodes=2))
 
 
 # ------------------------------------------------------------------------------ running the helpers

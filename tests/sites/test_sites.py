@@ -19,7 +19,7 @@ from orchestrator import paths
 from orchestrator.errors import UserError
 from orchestrator.plan.expand import RunSpec
 from orchestrator.plan.render import RunFiles, render_script
-from orchestrator.plan.resolve import Resolved, resolve
+from orchestrator.plan.resolve import Placement, Resolved, resolve
 from orchestrator.sites.profiles import SiteProfile, available_sites, load_site
 from orchestrator.sites.vendors.base import check_case
 from tests.conftest import run_orch, write
@@ -74,6 +74,18 @@ def resolved(target: str, devices: int, queue: str | None = None, walltime_s: in
     site = load_site(target)
     return resolve(spec(target, devices, precision_for(site), walltime_s), site, ENV if env is None else env,
                    site.python or "python3", queue=queue)
+
+
+def refusal(r: Resolved) -> str:
+    """Why a run the test expects refused was refused."""
+    assert r.skip_reason is not None, r
+    return r.skip_reason
+
+
+def placement(r: Resolved) -> Placement:
+    """Where a run the test expects placed was placed."""
+    assert r.placement is not None, r
+    return r.placement
 
 
 def normalised(text: str) -> str:
@@ -167,19 +179,19 @@ def test_polaris_walltime_stays_within_the_queue() -> None:
     assert placed is not None and (placed.queue, placed.queue_tier) == ("prod", "medium")
     # 10 nodes for 4 h: prod (small) stops at 3 h, and nothing else takes 10 nodes that long.
     r = resolved("polaris", 40, walltime_s=4 * 3600)
-    assert r.skipped and "exceeds the longest queue that fits 10 node(s) (prod (small): 03:00:00" in r.skip_reason
+    assert r.skipped and "exceeds the longest queue that fits 10 node(s) (prod (small): 03:00:00" in refusal(r)
     # 1 node for 2 h: past debug's hour, capacity (1-4 nodes, 168 h) takes it.
     placed = resolved("polaris", 4, walltime_s=2 * 3600).placement
     assert placed is not None and placed.queue == "capacity"
     # preemptable only by name
-    assert "by name only: preemptable" in resolved("polaris", 20, walltime_s=2 * 3600).skip_reason
+    assert "by name only: preemptable" in refusal(resolved("polaris", 20, walltime_s=2 * 3600))
     placed = resolved("polaris", 20, queue="preemptable", walltime_s=2 * 3600).placement
     assert placed is not None and placed.queue == "preemptable"
 
 
 def test_polaris_needs_a_project() -> None:
     r = resolved("polaris", 4, env={})
-    assert r.skipped and "set $ORCH_POLARIS_PROJECT or $ORCH_ACCOUNT" in r.skip_reason
+    assert r.skipped and "set $ORCH_POLARIS_PROJECT or $ORCH_ACCOUNT" in refusal(r)
 
 
 # ------------------------------------------------------------------------------ other sites
@@ -201,15 +213,17 @@ def test_site_specific_requests() -> None:
     assert "export ZE_FLAT_DEVICE_HIERARCHY=FLAT\n" in dawn and "mpirun -n 16 -ppn 8 " in dawn
     assert "#SBATCH --account=myproject-dawn-gpu\n" in dawn and "--device xpu" in dawn
     assert "#SBATCH --partition=cosma8-shm2\n" in script("cosma8", 2)
-    jade = {d: resolved("jade2", d).placement.queue for d in (1, 2, 8)}
+    jade = {d: placement(resolved("jade2", d)).queue for d in (1, 2, 8)}
     assert jade == {1: "small", 2: "big", 8: "big"}
-    assert resolved("jade2", 1, queue="devel").placement.queue == "devel"
+    assert placement(resolved("jade2", 1, queue="devel")).queue == "devel"
     # The AI Testbed's vendor systems run the vendor's own application, then orch's adapter
     # (orchestrator/sites/vendors/; their command lines are checked in tests/vendors/).
     sn = script("alcf-ai-testbed:sambanova", 16)
     assert "#SBATCH --gres=rdu:8\n" in sn and " compile -b 32 " in sn and "--pef-name=orch_bert" in sn
-    assert "-- srun --nodes=2 --ntasks-per-node=8 --mpi=pmi2 python " in sn and " --pef=pef/orch_bert/orch_bert.pef" in sn
-    assert sn.index(" compile ") < sn.index(" run -b ") < sn.index("-m orchestrator.sites.vendors.sambanova --from vendor.log")
+    assert "-- srun --nodes=2 --ntasks-per-node=8 --mpi=pmi2 python " in sn
+    assert " --pef=pef/orch_bert/orch_bert.pef" in sn
+    assert sn.index(" compile ") < sn.index(" run -b ") < sn.index(
+        "-m orchestrator.sites.vendors.sambanova --from vendor.log")
     gc = script("alcf-ai-testbed:graphcore", 16)
     assert "#SBATCH --ipus=16\n" in gc and "#SBATCH --partition=p64\n" in gc and "#SBATCH --ntasks-per-node=1\n" in gc
     assert "srun --nodes=1 --ntasks=1 poprun " in gc and "--num-replicas=16 " in gc
@@ -217,7 +231,8 @@ def test_site_specific_requests() -> None:
     assert "#PBS -l select=1\n" in groq and "#PBS -l place=excl\n" in groq and "conda activate groqflow\n" in groq
     assert "proof_points/computer_vision/resnet50/resnet50.py" in groq
     cs = script("alcf-ai-testbed:cerebras", 1)
-    assert " CSX --params orch-params.yaml --num_csx=1 --mode train --model_dir model_dir " in cs and "#SBATCH" not in cs
+    assert " CSX --params orch-params.yaml --num_csx=1 --mode train --model_dir model_dir " in cs
+    assert "#SBATCH" not in cs
     gaudi = script("alcf-ai-testbed:gaudi", 8)
     assert "deepspeed --num_nodes=1 --num_gpus=8 --no_local_rank --module workloads.gemm " in gaudi
     assert "--device hpu" in gaudi
@@ -267,20 +282,20 @@ def test_v100_has_no_bf16_and_ipus_come_in_powers_of_two() -> None:
     bf16 = resolve(spec("jade2", 1, "bf16"), site, ENV, "python3")
     assert bf16.skip_reason == "precision bf16 not supported by V100-SXM2-32GB on jade2 (supported: fp32, fp16)"
     gc = load_site("alcf-ai-testbed:graphcore")
-    assert "powers of two, got 12" in resolve(spec("alcf-ai-testbed:graphcore", 12, "fp16"), gc, ENV,
-                                              "python3").skip_reason
+    assert "powers of two, got 12" in refusal(resolve(spec("alcf-ai-testbed:graphcore", 12, "fp16"), gc, ENV,
+                                                      "python3"))
 
 
 def test_clear_refusals() -> None:
     assert "site polaris has no queue 'batch' (queues: debug, debug-scaling, prod, capacity, preemptable)" in \
-        resolved("polaris", 4, queue="batch").skip_reason
-    over = resolved("polaris", 12, queue="debug").skip_reason
+        refusal(resolved("polaris", 4, queue="batch"))
+    over = refusal(resolved("polaris", 12, queue="debug"))
     assert "queue debug cannot take 3 node(s)" in over and "3 node(s) over the limit of 2" in over
-    long = resolved("polaris", 4, queue="debug", walltime_s=7200).skip_reason
+    long = refusal(resolved("polaris", 4, queue="debug", walltime_s=7200))
     assert "walltime 02:00:00 over the limit of 01:00:00" in long
-    small = resolved("polaris", 8, queue="prod").skip_reason
+    small = refusal(resolved("polaris", 8, queue="prod"))
     assert "prod (small)" in small and "2 node(s) under the minimum of 10" in small
-    assert "2 device(s) over the limit of 1" in resolved("jade2", 2, queue="small").skip_reason
+    assert "2 device(s) over the limit of 1" in refusal(resolved("jade2", 2, queue="small"))
     with pytest.raises(UserError, match="unknown site 'nowhere'"):
         load_site("nowhere")
     with pytest.raises(UserError, match="has no system 'tpu'"):

@@ -259,7 +259,8 @@ def test_array_wrapper_runs_each_task_script_with_its_output(tmp_path):
 def test_transient_sbatch_errors_are_told_from_rejections():
     assert is_transient_sbatch_error(
         "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)")
-    assert is_transient_sbatch_error("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation")
+    assert is_transient_sbatch_error(
+        "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation")
     assert not is_transient_sbatch_error(
         "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)")
     assert not is_transient_sbatch_error("sbatch: error: Batch job submission failed: Invalid partition name specified")

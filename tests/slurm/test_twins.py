@@ -24,16 +24,15 @@ import time
 from pathlib import Path
 
 import pytest
-
 from sqlalchemy import text as text_sql
 
-from orchestrator.sites import sandbox
-from orchestrator.sites.sandbox.proc import _clean_env, _pid_alive
-from orchestrator.results.db.engine import open_database
 from orchestrator.plan.record import plan_sweep
-from orchestrator.run.sitecheck import NoTwinError, check_site, rehearsal_profile, sbatch_test_only
-from orchestrator.sites.profiles import load_site
 from orchestrator.plan.sweep import parse_sweep
+from orchestrator.results.db.engine import open_database
+from orchestrator.run.sitecheck import NoTwinError, check_site, rehearsal_profile, sbatch_test_only
+from orchestrator.sites import sandbox
+from orchestrator.sites.profiles import load_site
+from orchestrator.sites.sandbox.proc import _clean_env, _pid_alive
 from orchestrator.timefmt import parse_walltime
 from tests.conftest import run_orch, write
 
@@ -151,7 +150,7 @@ def test_the_twin_refuses_what_the_site_would(twin: str, tmp_path: Path) -> None
     target = TWINS[twin][0]
     report = check_site(target, ENV, bring_up=False, workdir=tmp_path)
     row = next(r for r in report.rows if r.shape == "1-device")
-    assert row.result == "accepted", row
+    assert row.result == "accepted" and row.script is not None, row
     script = Path(row.script)
     profile = load_site(target)
     queue = next(q for q in profile.queues if (q.name == row.queue) or (q.implicit and row.queue == "(default)"))
@@ -185,7 +184,9 @@ def test_the_twin_refuses_what_the_site_would(twin: str, tmp_path: Path) -> None
     if twin == "alcf-ai-testbed":  # SambaNova: 8 RDUs per node; Graphcore: IPU counts are powers of two
         assert "node configuration is not available" in refused("--gres=rdu:9")
         graphcore = check_site("alcf-ai-testbed:graphcore", ENV, bring_up=False, workdir=tmp_path / "gc")
-        gc_script = Path(next(r for r in graphcore.rows if r.shape == "1-device").script)
+        gc_row = next(r for r in graphcore.rows if r.shape == "1-device")
+        assert gc_row.script is not None, gc_row
+        gc_script = Path(gc_row.script)
         ok, message = sbatch_test_only(gc_script)
         assert ok, message
         bad = tmp_path / "ipus3.sh"
@@ -248,7 +249,7 @@ def test_a_tiny_run_completes_on_the_twin_with_the_sites_directives(twin: str, t
     real_sweep = write(tmp_path / "real.yaml", f"name: twin-{twin}\nexperiments:\n{real_experiments}")
     real = {p.spec.experiment: p.script for p in plan_sweep(parse_sweep(real_sweep), tmp_path / "real", env=ENV)}
     with open_database(db)() as session:
-        experiment_of = dict(session.execute(text_sql("SELECT id, experiment FROM runs")).all())
+        experiment_of: dict[str, str] = dict(session.execute(text_sql("SELECT id, experiment FROM runs")).all())
     for run in runs:
         script = real[experiment_of[run["id"]]]
         assert script is not None, experiment_of[run["id"]]

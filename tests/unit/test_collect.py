@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -16,7 +17,7 @@ from orchestrator.results.db.models import Attempt, Environment, Metrics, Metric
 from orchestrator.results.db.results import record_results
 from orchestrator.results.ingest import collect
 
-GOOD = {
+GOOD: dict[str, Any] = {
     "schema": "orch.metrics/1", "workload": "gemm", "precision": "fp32", "world_size": 2,
     "device": {"type": "cpu", "model": "host-cpu", "count": 2},
     "metrics": {"tflops": 1.5, "step_time_s": 0.01, "mfu": None, "fwd_time_s": 0.004},
@@ -82,7 +83,7 @@ def test_a_batch_stores_the_good_files_and_refuses_each_bad_one_with_its_reason(
         assert row.code_revision == "abc123" and row.device_model == "host-cpu" and row.world_size == 2
         assert row.ingested_at is not None
         assert session.scalar(sa.select(sa.func.count()).select_from(Environment)) == 1
-        results = dict(session.execute(sa.text("SELECT run_id, tflops FROM results")).all())
+        results: dict[str, float] = dict(session.execute(sa.text("SELECT run_id, tflops FROM results")).all())
         assert results["r0"] == 1.5 and results["r4"] == 3.0
 
     # Collecting the same attempts again (a second `orch status`) adds nothing.
@@ -104,7 +105,9 @@ def test_bulk_rows_read_back_like_orm_rows(db_url: str) -> None:
               "raw": awkward, "ingested_at": when, "tflops": 0.1 + 0.2, "mfu": 1e-300, "peak_mem_gb": 12345678.9}
     with sessions.begin() as session:
         session.add(Metrics(attempt_id=ids[0], **values))
-        insert_rows(session.connection(), Metrics.__table__, ["attempt_id", *values], [(ids[1], *values.values())])
+        table = Metrics.__table__
+        assert isinstance(table, sa.Table)  # a mapped class's FromClause, here always its Table
+        insert_rows(session.connection(), table, ["attempt_id", *values], [(ids[1], *values.values())])
     with sessions() as session:
         orm_row, bulk_row = (session.scalars(sa.select(Metrics).where(Metrics.attempt_id == i)).one() for i in ids)
         for name in values:
@@ -140,6 +143,7 @@ def test_runs_on_the_same_software_and_node_share_one_environment(db_url: str, t
         stored = session.scalars(sa.select(Environment).where(Environment.id == by_attempt[ids[0]])).one()
         assert stored.hostname == "nid001" and "argv" not in json.loads(stored.data)
         raw = session.scalar(sa.select(Metrics.raw).where(Metrics.attempt_id == ids[1]))
+        assert raw is not None
         assert json.loads(raw)["env"]["argv"] == ["gemm.py", "--m", "128"]  # nothing lost
-        provenance = dict(session.execute(sa.text("SELECT run_id, torch FROM provenance")).all())
+        provenance: dict[str, str] = dict(session.execute(sa.text("SELECT run_id, torch FROM provenance")).all())
         assert provenance["r0"] == "2.13.0" and provenance["r3"] == "2.14.1"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import SourceError
-from orchestrator.results.ingest import parse_metrics, read_metrics
 from orchestrator.plan.render import RenderError, directive
 from orchestrator.plan.sweep import parse_sweep
+from orchestrator.results.ingest import parse_metrics, read_metrics
 
 BASE = """\
 name: demo

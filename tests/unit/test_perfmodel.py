@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestrator.errors import UserError
-from orchestrator.predict.perfmodel import Efficiency, Layout, ModelShape, estimate, machine_from_site
+from orchestrator.predict.perfmodel import Efficiency, Layout, Machine, estimate, machine_from_site
 from orchestrator.predict.perfmodel.search import gpt_shape, rank
 from orchestrator.predict.perfmodel.transformer import bubble_fraction
 from orchestrator.sites.profiles import load_site
@@ -20,7 +21,7 @@ from workloads import flops
 IDEAL = Efficiency(matmul=1.0, memory=1e9, network=1e9, op_overhead_us=0.0)
 
 
-def _machine(site: str = "polaris", efficiency: Efficiency = IDEAL, **changes: float):  # type: ignore[no-untyped-def]
+def _machine(site: str = "polaris", efficiency: Efficiency = IDEAL, **changes: Any) -> Machine:
     machine = machine_from_site(load_site(site)).with_efficiency(efficiency)
     return dataclasses.replace(machine, **changes) if changes else machine
 
@@ -130,6 +131,7 @@ def test_faster_device_faster_step() -> None:
     a100 = estimate(shape, Layout(dp=8), machine_from_site(load_site("sophia")), precision="bf16", batch_size=8)
     h100 = estimate(shape, Layout(dp=8), machine_from_site(load_site("dgx")), precision="bf16", batch_size=8)
     assert h100.step_s < a100.step_s
+    assert h100.mfu is not None and a100.mfu is not None  # both devices have a peak
     assert 0.05 < h100.mfu < 0.7 and 0.05 < a100.mfu < 0.7  # llm.c: ~50-60% MFU
 
 
@@ -172,9 +174,11 @@ def test_fit_recovers_the_factors_that_produced_the_times(tmp_path: Path) -> Non
     assert before > 0.3 and after < 0.05 and after < before / 10
     assert efficiency_for(machine, tmp_path) is None
     store(fitted, machine, runs=len(samples), error_before=before, error_after=after, state_dir=tmp_path)
-    assert efficiency_for(machine, tmp_path) == dataclasses.replace(
-        efficiency_for(machine, tmp_path), matmul=pytest.approx(fitted.matmul, rel=1e-3))  # type: ignore[arg-type]
-    assert "fitted" in efficiency_for(machine, tmp_path).source  # type: ignore[union-attr]
+    stored = efficiency_for(machine, tmp_path)
+    assert stored is not None
+    assert stored == dataclasses.replace(
+        stored, matmul=pytest.approx(fitted.matmul, rel=1e-3))  # type: ignore[arg-type]
+    assert "fitted" in stored.source
 
 
 def test_run_model_reads_gpt2_runs_and_gemm() -> None:

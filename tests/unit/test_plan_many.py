@@ -21,8 +21,8 @@ from orchestrator.plan.expand import RunSpec
 from orchestrator.plan.record import PlannedRun, plan_sweep, spec_json
 from orchestrator.plan.render import RenderError, RunFiles, ScriptRenderer, environment, render_script
 from orchestrator.plan.resolve import Resolved, SiteResolver, resolve
-from orchestrator.sites.profiles import SiteProfile, available_sites, load_site
 from orchestrator.plan.sweep import parse_sweep
+from orchestrator.sites.profiles import SiteProfile, available_sites, load_site
 from tests.conftest import write
 
 ENV = {"ORCH_ACCOUNT": "proj1", "ORCH_QOS": "normal"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,8 +29,8 @@ def site(**overrides) -> SiteProfile:
     return SiteProfile.model_validate(data)
 
 
-def spec(**overrides) -> RunSpec:
-    base = dict(sweep="s", experiment="e", workload="gemm", site="testsite", system=None, devices=1,
+def spec(**overrides: Any) -> RunSpec:
+    base: dict[str, Any] = dict(sweep="s", experiment="e", workload="gemm", site="testsite", system=None, devices=1,
                 precision="fp32", strategy=None, batch_size=None, seq_len=None, repeat=0,
                 params=(("m", 64), ("n", 64), ("k", 64)), walltime_s=1800)
     base.update(overrides)

@@ -158,9 +158,9 @@ def test_output_without_figures_is_one_line_and_no_file(tmp_path: Path, vendor: 
 
 def test_capture_keeps_the_output_and_the_exit_status(tmp_path: Path) -> None:
     tool = "import os, sys; print('out', os.environ.get('ORCH_X')); print('err', file=sys.stderr); sys.exit(4)"
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.sites.vendors.capture", "--expand", "--log", "v.log", "--",
-                           sys.executable, "-c", tool + " # ${ORCH_X}"], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO), "ORCH_X": "42"}, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.sites.vendors.capture", "--expand", "--log", "v.log",
+                           "--", sys.executable, "-c", tool + " # ${ORCH_X}"], cwd=tmp_path, capture_output=True,
+                          text=True, env={"PYTHONPATH": str(REPO), "ORCH_X": "42"}, timeout=60)
     assert proc.returncode == 4
     assert set(proc.stdout.split()) == {"out", "42", "err"}  # stdout and stderr, merged, with $ORCH_X expanded
     assert set((tmp_path / "v.log").read_text().split()) == {"out", "42", "err"}

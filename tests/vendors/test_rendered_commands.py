@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
@@ -45,7 +46,7 @@ def targets() -> list[str]:
     return out
 
 
-def adapters() -> dict[str, object]:
+def adapters() -> dict[str, ModuleType]:
     import importlib
 
     return {cls.adapter: importlib.import_module(cls.adapter) for cls in runners().values()}
@@ -67,7 +68,7 @@ def modules_started(script: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def check_script(script: str, adapter_modules: dict[str, object]) -> str | None:
+def check_script(script: str, adapter_modules: dict[str, ModuleType]) -> str | None:
     """Why the script's commands cannot work (None: every one parses / names an adapter)."""
     started = modules_started(script)
     if not any(m.startswith("workloads.") or m in adapter_modules for m, _ in started):
@@ -93,7 +94,7 @@ def check_script(script: str, adapter_modules: dict[str, object]) -> str | None:
             continue
         elif module in adapter_modules:
             try:
-                parsed = adapter_modules[module].build_parser().parse_args(args)  # type: ignore[attr-defined]
+                parsed = adapter_modules[module].build_parser().parse_args(args)
             except SystemExit:
                 return f"{module} rejects its command line: {shlex.join(args)}"
             if parsed.source not in logs:
@@ -103,8 +104,16 @@ def check_script(script: str, adapter_modules: dict[str, object]) -> str | None:
     return None
 
 
+def refusal(script: str, adapter_modules: dict[str, ModuleType]) -> str:
+    """Why a script the test expects refused cannot work."""
+    reason = check_script(script, adapter_modules)
+    assert reason is not None, script
+    return reason
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem.split("-")[0] for p in EXAMPLES])
-def test_every_planned_run_on_every_site_can_start(example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_planned_run_on_every_site_can_start(example: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     data = yaml.safe_load(example.read_text())
     everywhere = targets()
     for experiment in data["experiments"]:
@@ -134,13 +143,13 @@ def test_every_planned_run_on_every_site_can_start(example: Path, tmp_path: Path
 def test_the_check_catches_what_issue_14_found() -> None:
     """The scripts the issue tried by hand fail the check: a compile subcommand, --device rdu, no adapter."""
     found = adapters()
-    assert "rejects its command line" in check_script(
+    assert "rejects its command line" in refusal(
         "python -m workloads.gemm compile --pef-name=x --precision bf16 --device rdu --output m.json\n", found)
-    assert "rejects its command line" in check_script(
+    assert "rejects its command line" in refusal(
         "srun python -m workloads.gemm --precision fp16 --device ipu --output m.json\n", found)
     assert check_script("python run.py CSX --params params.yaml --num_csx=1 --mode train\n", found) == \
         "starts neither an orch workload nor a vendor adapter"
-    assert "which no capture step" in check_script(
+    assert "which no capture step" in refusal(
         "python -m orchestrator.sites.vendors.groq --from other.log --output m.json --workload resnet50 "
         "--precision fp16\n", found)
     assert check_script("deepspeed --num_nodes=1 --num_gpus=8 --no_local_rank --module workloads.gemm "

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from workloads import flops
 from orchestrator.predict import memory
+from workloads import flops
 from workloads.models.configs import SIZES, num_params
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from orchestrator.predict import memory
 from tests.workloads.workload_helpers import load_valid, run_module, undocumented
 from workloads import layouts
-from orchestrator.predict import memory
 
 # Two steps, no warm-up: the reported loss is the second step's, after one update.
 TINY = ["--model", "tiny", "--batch-size", "2", "--seq-len", "32", "--warmup", "0", "--iters", "2",
@@ -196,7 +196,7 @@ def test_checkpointing_lowers_the_measured_peak_and_the_trace_predicts_it(
 
 
 def test_layout_refusals_say_what_cannot_run() -> None:
-    cases = [
+    cases: list[tuple[dict[str, Any], int, str]] = [
         ({"tp": 2, "strategy": "zero2"}, 2, "DeepSpeed ZeRO"),
         ({"pp": 2, "strategy": "fsdp-full"}, 2, "pp > 1 is not supported"),
         ({"sequence_parallel": True}, 2, "needs tensor parallelism"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -97,7 +98,7 @@ def test_metrics_document_validates_and_is_atomic(tmp_path: Path) -> None:
 
 def test_parse_bool() -> None:
     assert cli.parse_bool("true") and cli.parse_bool("True") and not cli.parse_bool("false")
-    with pytest.raises(Exception):
+    with pytest.raises(argparse.ArgumentTypeError):
         cli.parse_bool("maybe")
 
 

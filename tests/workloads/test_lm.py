@@ -117,8 +117,9 @@ def test_deepspeed_fp16_on_cpu_follows_the_cpu() -> None:
     """DeepSpeed's CPU accelerator offers fp16 only where oneDNN has fp16 kernels (AVX512-FP16/AMX
     Xeons, not e.g. AMD EPYC): there the run completes in fp16, elsewhere it is refused (exit 2)
     with the reason, never run at another precision."""
-    if _deepspeed_unusable():
-        pytest.skip(_deepspeed_unusable())
+    reason = _deepspeed_unusable()
+    if reason:
+        pytest.skip(reason)
     from deepspeed.accelerator import get_accelerator
 
     proc = run_module("workloads.gpt2", [*TINY, "--strategy", "zero1", "--precision", "fp16"], check=False)

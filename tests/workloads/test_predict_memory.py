@@ -108,9 +108,8 @@ def test_sharding_lowers_the_predicted_peak_per_rank(predict: Any) -> None:
 def test_fsdp_beyond_4_ranks_extrapolates_to_what_a_direct_trace_gives(predict: Any, strategy: str) -> None:
     """FSDP on 8 ranks is predicted as a + b/N from the 2- and 4-rank traces (traces.by_ranks):
     the same bytes as tracing 8 ranks directly, and less per rank than on 4."""
-    from orchestrator.predict import memory
+    from orchestrator.predict import memory, traces
     from orchestrator.predict import memory_trace as predict_memory
-    from orchestrator.predict import traces
 
     p = {"model": "gpt-micro", "strategy": strategy, "precision": "bf16", "devices": 8, **SHAPE}
     extrapolated = predict("gpt-micro", strategy, "bf16", 8)
@@ -214,8 +213,7 @@ def test_a_plan_traces_its_missing_shapes_side_by_side_and_gets_the_same_bytes(p
     """memory.prefetch (what `orch plan` calls first) traces every leaf the runs need in worker
     processes; each run's prediction then only reads the caches, so the planning process never
     imports torch, and gives the bytes an in-process trace gives."""
-    from orchestrator.predict import memory
-    from orchestrator.predict import traces
+    from orchestrator.predict import memory, traces
 
     runs = [{"model": "gpt-micro", "strategy": "fsdp-full", "precision": "bf16", "devices": 8, **SHAPE},
             {"model": "gpt-micro", "strategy": "zero3", "precision": "fp32", "devices": 2, **SHAPE},

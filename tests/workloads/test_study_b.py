@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from orchestrator.predict import memory
 from tests.conftest import run_orch
 from tests.workloads.workload_helpers import run_module
-from orchestrator.predict import memory
 from workloads.data import plays
 from workloads.data.chars import CharTokenizer, tokenize
 from workloads.models.configs import SIZES, mingpt_params, study_b_config
-from workloads.models.gpt import GPT
+from workloads.models.gpt import GPT, Block
 
 TINY = ["--model", "tiny", "--batch-size", "2", "--seq-len", "32", "--warmup", "1", "--iters", "2"]
 
@@ -67,10 +67,19 @@ def test_manual_attention_matches_sdpa_and_materialises_the_scores() -> None:
     outputs = {}
     for name, model in (("sdpa", fused), ("manual", manual)):
         shapes: list[tuple[int, ...]] = []
-        with torch.autograd.graph.saved_tensors_hooks(lambda t: shapes.append(tuple(t.shape)) or t, lambda t: t):
+
+        def pack(t: torch.Tensor, shapes: list[tuple[int, ...]] = shapes) -> torch.Tensor:
+            shapes.append(tuple(t.shape))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             logits, loss = model(x, y)
         loss.backward()
-        outputs[name] = (logits.detach(), loss.detach(), model.blocks[0].attn.c_attn.weight.grad.clone())
+        block = model.blocks[0]
+        assert isinstance(block, Block)
+        grad = block.attn.c_attn.weight.grad
+        assert grad is not None
+        outputs[name] = (logits.detach(), loss.detach(), grad.clone())
         saved[name] = shapes
     for a, b in zip(outputs["sdpa"], outputs["manual"]):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
