@@ -82,6 +82,15 @@ def _bool(value: Any) -> bool:
     return str(value).strip().lower() in ("true", "1", "yes", "on")
 
 
+def micro_batches(pp: int, grad_accum: int, asked: int = 0) -> int:
+    """Micro-batches each replica runs a step: ``grad_accum`` without pipeline stages; with them the
+    pipeline's ``microbatches`` (``asked``), by default ``grad_accum`` when above 1, else one per stage.
+    The one statement of this rule: the program (:func:`resolve`) and the time model read it here."""
+    if pp == 1:
+        return max(1, grad_accum)
+    return asked or (grad_accum if grad_accum > 1 else pp)
+
+
 def resolve(p: Mapping[str, Any], world: int, *, n_layer: int | None = None, n_head: int | None = None) -> Layout:
     """The layout of a run with parameter values ``p`` on ``world`` ranks, or a LayoutError
     saying what cannot run. ``n_layer``/``n_head`` (the model's) check the splits when known."""
@@ -106,12 +115,12 @@ def resolve(p: Mapping[str, Any], world: int, *, n_layer: int | None = None, n_h
         if asked and asked != accum:
             raise LayoutError(f"microbatches {asked} without pipeline parallelism: the micro-batches of a step "
                               f"are grad_accum ({accum}); set one of them")
-        m = accum
     else:
         if asked and accum > 1 and asked != accum:
             raise LayoutError(f"microbatches {asked} and grad_accum {accum} disagree (with pp > 1 both count "
                               "the pipeline's micro-batches per step)")
-        m = asked or (accum if accum > 1 else pp)
+    m = micro_batches(pp, accum, asked)
+    if pp > 1:
         if str(p.get("precision") or "fp32") == "fp16":
             raise LayoutError("fp16 with pp > 1 is not supported (the pipeline schedule runs the backward "
                               "without a loss scale); use bf16")

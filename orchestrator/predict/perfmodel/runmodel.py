@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from orchestrator.predict.perfmodel.layout import ZERO_STAGE, Layout
 from orchestrator.predict.perfmodel.machine import Machine
 from orchestrator.predict.perfmodel.transformer import BYTES, ModelShape, step_seconds
+from workloads.layouts import micro_batches
 
 GPT_WORKLOADS = {"gpt2": "gpt2", "genslm": "gpt2-xl"}  # workload -> its default model preset
 MODELLED = frozenset({*GPT_WORKLOADS, "gemm"})  # the workloads the time model predicts
@@ -91,9 +92,8 @@ def run_model(workload: str, values: Mapping[str, Any], *, devices: int, precisi
                            fused_attention=str(values.get("attention") or "sdpa") != "manual",
                            positions=max(seq, int(values.get("block_size") or 0) or cfg.block_size))
         # Each replica (tp x pp x cp devices) runs m micro-batches of ``micro`` sequences a step
-        # (workloads/layouts.py: tokens = batch x seq x m x dp; m = grad_accum, or with pp the
-        # pipeline's ``microbatches``, default grad_accum when above 1, else pp).
-        m = accum if pp == 1 else (int(values.get("microbatches") or 0) or (accum if accum > 1 else pp))
+        # (tokens = batch x seq x m x dp), as the program counts them.
+        m = micro_batches(pp, accum, int(values.get("microbatches") or 0))
         return RunModel(shape, layout, precision, micro * m * layout.dp, micro)
     except (KeyError, ValueError, TypeError):
         return None
