@@ -64,7 +64,9 @@ def plans(tree: Path, work: Path, memory: Path) -> dict[str, tuple[str, str]]:
                                   capture_output=True, text=True)
             stderr = "".join(line for line in proc.stderr.splitlines(keepends=True)
                              if not any(n in line for n in NOISE))
-            out[name] = (proc.stdout.replace(str(tree), "<tree>"), f"exit {proc.returncode}\n{stderr}")
+            # Both name this interpreter (local runs) and their own checkout (PYTHONPATH): the same text.
+            text = proc.stdout.replace(sys.executable, "<python>").replace(str(tree), "<tree>")
+            out[name] = (text, f"exit {proc.returncode}\n{stderr}")
             print(f"  {tree.name}: {name} (exit {proc.returncode})", file=sys.stderr)
     return out
 
