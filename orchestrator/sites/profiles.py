@@ -409,6 +409,7 @@ def load_site(target: str, sites_dirs: list[Path] | None = None) -> SiteProfile:
             raise UserError(f"{path}: site {name!r} has no system {system!r} (known: {', '.join(systems) or 'none'})")
         data = _merge({k: v for k, v in data.items() if k != "systems"}, systems[system] or {}, top=True)
         data["system"] = system
+
     def located(loc: tuple[Any, ...]) -> tuple[Any, ...]:  # a system's value is in its overrides
         if system and loc and loc[0] in ((doc.data.get("systems") or {}).get(system) or {}):
             return ("systems", system) + loc

@@ -154,7 +154,6 @@ class VendorRunner(Launcher):
                 "--devices", str(req.devices), *self.adapter_args(req, values)]
 
 
-
 def tokens_per_sample(workload: str, values: Mapping[str, Any]) -> int | None:
     """Tokens in one sample of a language model (its sequence length); None for other models."""
     if workload in ("gpt2", "genslm", "transformer_block", "bert", "distilbert"):
