@@ -54,3 +54,11 @@ class FailureClass(StrEnum):
     MISSING_METRICS = "missing_metrics"  # exited 0 but wrote no metrics file
     BAD_METRICS = "bad_metrics"  # wrote a metrics file that does not validate
     LOST = "lost"  # the scheduler has no trace of it
+
+
+class ProbeState(StrEnum):
+    """``site_probes.state``: where one ``orch sites probe`` job stands (its verdict: ``passed``)."""
+
+    SUBMITTING = "submitting"  # the row and the run directory are written, the scheduler not called yet
+    SUBMITTED = "submitted"  # the scheduler has the job (job id recorded): `orch sites probe --collect` follows it
+    FINISHED = "finished"  # judged: ``passed`` and each check's outcome recorded

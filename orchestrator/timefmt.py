@@ -31,3 +31,14 @@ def format_hms(seconds: int) -> str:
     """``HH:MM:SS`` (hours may exceed 24), as PBS and Slurm both accept."""
     hours, rest = divmod(int(seconds), 3600)
     return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def format_duration(seconds: float) -> str:
+    """A duration for people: ``2h20m`` from an hour up, ``12m05s`` from a minute, else ``40s``
+    (whole units, rounded down)."""
+    total = max(0, int(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"

@@ -423,6 +423,33 @@ register(
     )
 )
 
+# --- The site probe (workloads/probe.py): what a campaign depends on, seen from a compute node ---
+PROBE_MARKER = "probe-marker.txt"  # orch writes a token into this file of the run directory at submit
+
+register(
+    Workload(
+        name="probe",
+        module="workloads.probe",
+        summary="What a campaign needs on a compute node: Python, torch, DeepSpeed, devices, an all-reduce, "
+                "the run directory, modules.",
+        params=COMMON_PARAMS + (
+            Param("elements", int, 1 << 20, "all-reduce message size in float32 elements (default 4 MiB)"),
+            Param("marker", str, PROBE_MARKER, "file of the run directory ($ORCH_RUN_DIR, else the working "
+                  "directory) whose text is reported back: orch writes a random token into it at submit time"),
+            Param("comm_timeout", int, 60, "seconds the ranks wait for each other to form the process group "
+                  "(a healthy one forms in seconds; a rendezvous that cannot is the finding)"),
+        ),
+        distributed=True,
+        epilog=(
+            "Reports, instead of refusing, whatever is missing: torch or DeepSpeed that cannot be imported\n"
+            "(exit 1), a device type that is not there, a process group that does not form. The all-reduce\n"
+            "runs on the device's backend (gloo cpu, nccl cuda, xccl/ccl xpu, hccl hpu) with nccl-tests'\n"
+            "figures (busbw_gbs = algbw_gbs x 2(n-1)/n). The report is the metrics file's \"probe\" section.\n"
+            "example: torchrun --nproc-per-node 2 -m workloads.probe --device cpu --output probe.json"
+        ),
+    )
+)
+
 
 # --- Study C models (AI testbed): workloads/modelbench.py runs them ------------------------
 from workloads.models import sizes as _sizes  # noqa: E402  (pure Python, like this module)

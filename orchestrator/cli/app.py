@@ -57,6 +57,14 @@ from orchestrator.cli.predict import predict as _predict  # noqa: E402
 
 app.command("predict")(_predict)
 app.command("calibrate")(_calibrate)
+# Following past logout (orchestrator/cli/follow.py).
+from orchestrator.cli.follow import follow_app  # noqa: E402
+
+app.add_typer(follow_app, name="follow")
+# The site probe: `orch sites probe`, its line in `orch sites show`, its warnings in `orch plan`.
+from orchestrator.cli.probe import plan_warnings as _probe_warnings  # noqa: E402
+from orchestrator.cli.probe import probe_status as _probe_status  # noqa: E402
+from orchestrator.cli.probe import sites_probe as _sites_probe  # noqa: E402
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
 
@@ -150,8 +158,18 @@ def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]
                      _sig(p.resolved.predicted_step_s), _sig(p.resolved.predicted_run_s),
                      placement.nodes if placement else None, placement.queue if placement else None,
                      placement.queue_tier if placement else None,
-                     p.status, p.new, p.resolved.skip_reason or ""])
+                     p.recorded or p.status, p.new, p.resolved.skip_reason or ""])
     return columns, rows
+
+
+def _print_lints(plans: list["PlannedRun"], loaded: Any) -> list[dict[str, Any]]:
+    """The plan's lints (orchestrator/plan/lints.py) on stderr, one line each; their JSON for --json."""
+    from orchestrator.plan.lints import lint_plan
+
+    lints = lint_plan(plans, loaded)
+    for lint in lints:
+        err_console.print(lint.text(), markup=False, highlight=False, soft_wrap=True)
+    return [lint.as_json() for lint in lints]
 
 
 @app.command()
@@ -170,8 +188,13 @@ def plan(
 ) -> None:
     """Expand a sweep into runs, resolve each on its site, render its script and record it.
 
-    Re-planning the same sweep adds nothing twice. Runs a site cannot do are kept as [bold]skipped[/bold] \
-with the reason. A plan of more than 50 runs prints a summary (runs by site, skip reasons, the first rows); \
+    Runs a site cannot do are kept as [bold]skipped[/bold] with the reason. Re-planning reconciles: \
+every run not yet submitted (planned, skipped, or cancelled before submission) takes its new plan when \
+anything that feeds it changed (sweep values, the site profile, an environment variable such as the \
+account, templates, orch's version): its status, skip reason, predictions and job.sh are rewritten, and \
+the plan says what changed ("3 scripts re-rendered, 12 skipped -> planned"). Submitted and finished runs \
+are never touched; planning twice with nothing changed changes nothing. A plan of more than 50 runs prints \
+a summary (runs by site, skip reasons, the first rows); \
 --all, --json and --show print every run.
 
     Each run shows its predicted memory per device (mem_gb; a run that will not fit is skipped with \
@@ -190,12 +213,17 @@ $ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses 
     loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
     with trace_progress():
         plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
-    new = 0 if dry_run else record_plan(c.sessions, loaded, plans)
+    recorded = None if dry_run else record_plan(c.sessions, loaded, plans)
+    new = recorded.new if recorded else 0
     columns, rows = _plan_rows(plans)
+    warnings = _print_lints(plans, loaded)
+    warnings += [] if dry_run else _probe_warnings(c, plans)  # sites without a passing probe (cli/probe.py)
     if as_json:
         from orchestrator.plan.cost import campaign_cost
 
         print_json({"sweep": loaded.sweep.name, "new": new, "runs": [dict(zip(columns, r)) for r in rows],
+                    "warnings": warnings,
+                    "changed": recorded.changes if recorded else {}, "kept": recorded.kept if recorded else {},
                     "predicted": campaign_cost(plans).as_json(),
                     **({"scripts": {p.spec.id: p.script for p in plans}} if show else {})})
         return
@@ -222,6 +250,8 @@ $ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses 
     verb = "would plan" if dry_run else "planned"
     console.print(f"{len(plans)} runs: {len(plans) - skipped} runnable, {skipped} skipped; "
                   f"{verb} {new if not dry_run else sum(p.new for p in plans)} new.")
+    for line in recorded.lines() if recorded else []:
+        console.print(f"re-planned: {line}", markup=False, highlight=False)
 
 
 # ---------------------------------------------------------------- submit / status / run
@@ -234,7 +264,10 @@ def submit(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be submitted.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Submit planned runs to their site's scheduler (each run exactly once)."""
+    """Submit planned runs to their site's scheduler (each run exactly once).
+
+    Exit 1 when nothing was submitted (no run planned or waiting for a retry), saying where the runs
+    are and why the skipped ones were skipped; re-planning the sweep updates runs not yet submitted."""
     from orchestrator.results.db.engine import redact
     from orchestrator.results.db.state import state_counts
     from orchestrator.run.submit import submit_runs
@@ -245,29 +278,56 @@ def submit(
         raise UserError(f"no runs of {what} in {redact(c.db_url)} (plan a sweep that names it first: "
                         "orch plan SWEEP)")
     report = submit_runs(c.sessions, c.executors(), site=site, sweep=sweep, dry_run=dry_run)
+    nothing = not (dry_run or report.submitted or report.failed or report.deferred)
     if as_json:
         print_json({"submitted": [{"run_id": r, "job_id": j} for r, j in report.submitted],
                     "failed": [{"run_id": r, "reason": why} for r, why in report.failed],
                     "deferred": [{"run_id": r, "reason": why} for r, why in report.deferred],
-                    "would_submit": report.would_submit, "scheduler_calls": report.calls})
+                    "would_submit": report.would_submit, "scheduler_calls": report.calls,
+                    **({"nothing_submitted": _why_nothing(c, sweep, site)} if nothing else {})})
+        if nothing:
+            raise typer.Exit(1)
         return
     if dry_run:
         console.print(f"would submit {len(report.would_submit)} run(s)")
         for run_id in report.would_submit:
             console.print(f"  {run_id}")
         return
-    if not (report.submitted or report.failed or report.deferred):
+    if nothing:
         scope = " of " + " and ".join(f"{k} {v}" for k, v in (("sweep", sweep), ("site", site)) if v) \
             if (site or sweep) else ""
-        console.print(f"nothing to submit{scope}: no run is planned or waiting for a retry "
-                      "(`orch status` shows where they are)")
-        return
+        err_console.print(f"nothing to submit{scope}: {_why_nothing(c, sweep, site)}", markup=False, soft_wrap=True)
+        raise typer.Exit(1)
     console.print(f"submitted {len(report.submitted)} run(s)" +
                   (f"; {len(report.failed)} refused" if report.failed else "") +
                   (f"; {len(report.deferred)} held back (queue limit or no answer; `orch status` retries)"
                    if report.deferred else ""))
     for run_id, why in report.failed:
         err_console.print(f"  {run_id}: {why}", markup=False)
+
+
+def _why_nothing(c: Context, sweep: str | None, site: str | None) -> str:
+    """Why no run was handed to a scheduler: where the runs in scope are, and the commonest skip reasons."""
+    from sqlalchemy import func, select
+
+    from orchestrator.results.db.models import Run
+    from orchestrator.results.db.state import state_counts
+
+    counts = state_counts(c.engine, sweep, site)
+    if not counts:
+        return "the database holds no runs (plan a sweep first: orch plan SWEEP)"
+    where = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    text = f"no run is planned or waiting for a retry ({where})"
+    if counts.get(RunState.SKIPPED):
+        with c.sessions() as session:
+            query = select(Run.skip_reason, func.count()).where(Run.status == RunState.SKIPPED)
+            for column, value in ((Run.sweep, sweep), (Run.site, site)):
+                if value:
+                    query = query.where(column == value)
+            reasons = session.execute(query.group_by(Run.skip_reason).order_by(func.count().desc()).limit(3)).all()
+        text += "; skipped because: " + "; ".join(f"{reason} ({n})" for reason, n in reasons)
+        text += ". Fix what the reasons name and plan the sweep again: re-planning updates runs not yet submitted"
+    return text
 
 
 def _print_counts(counts: dict[str, int], as_json: bool) -> None:
@@ -292,9 +352,13 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
 
     waiting = (RunState.SUBMITTING, RunState.SUBMITTED, RunState.RUNNING, RunState.RETRY) + (
         (RunState.PLANNED,) if submit_planned else ())
+    # Written to a log (a background follower, a batch job): one timestamped line per change
+    # instead of a progress bar that only a terminal can redraw.
+    log_lines = watch and not quiet and not err_console.is_terminal
+    last_detail = None
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=err_console,
-                  disable=quiet or not watch, transient=False) as progress:
+                  disable=quiet or not watch or log_lines, transient=False) as progress:
         task = progress.add_task("runs", total=1, detail="")
         polls, warned = 0, False
         while True:
@@ -313,6 +377,13 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
             done = sum(counts.get(k, 0) for k in (RunState.FINISHED, RunState.FAILED, RunState.CANCELLED))
             detail = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
             progress.update(task, total=max(total, 1), completed=done, detail=detail)
+            if log_lines and detail != last_detail:
+                from datetime import datetime, timezone
+
+                stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                err_console.print(f"{stamp} poll {polls}: {done}/{total} done; {detail}", markup=False,
+                                  highlight=False)
+                last_detail = detail
             if not watch or not any(counts.get(k, 0) for k in waiting):
                 return polls, counts
             time.sleep(interval)
@@ -425,7 +496,9 @@ def run(
         _check_sweep_names_site(loaded.sweep, site, sweep_file)
     with trace_progress():
         plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
-    new = record_plan(c.sessions, loaded, plans)
+    _print_lints(plans, loaded)
+    recorded = record_plan(c.sessions, loaded, plans)
+    new = recorded.new
     name = loaded.sweep.name
     mine = [p for p in plans if site is None or p.spec.site == site]
     if not any(not p.resolved.skipped for p in mine):
@@ -436,6 +509,8 @@ def run(
     if not as_json:
         skipped = sum(1 for p in plans if p.resolved.skipped)
         err_console.print(f"sweep {name}: {len(plans)} runs ({skipped} skipped), {new} new; db {redact(c.db_url)}")
+        for line in recorded.lines():
+            err_console.print(f"re-planned: {line}", markup=False, soft_wrap=True)
     executors = c.executors()
     report = submit_runs(c.sessions, executors, site=site, sweep=name)
     for run_id, why in report.failed:
@@ -451,6 +526,10 @@ def run(
         for row in rows:
             row[6] = " ".join(f"{k}={v}" for k, v in json.loads(row[6] or "{}").items()
                               if k not in ("warmup", "iters"))
+    if not rows:  # every runnable run was dropped or handed back before it ran
+        err_console.print(f"error: sweep {name}: nothing ran: {_why_nothing(c, name, site)}", markup=False,
+                          soft_wrap=True)
+        raise typer.Exit(1)
     print_rows(SUMMARY_COLUMNS, rows, "json" if as_json else "table", title=f"results of {name}")
     if any(r[7] != AttemptState.COMPLETED for r in rows):  # status: the last attempt's
         raise typer.Exit(1)
@@ -602,17 +681,20 @@ def sites_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @sites_app.command("show")
 def sites_show(ctx: typer.Context, site: Annotated[str, typer.Argument(help="site or site:system")],
                as_json: JsonOpt = False) -> None:
-    """One site's profile, validated, with its systems' overrides applied when named."""
+    """One site's profile, validated, with its systems' overrides applied when named, and the latest
+    probe of this version of it (`orch sites probe`; JSON: "probe", null when none)."""
     from orchestrator.sites.profiles import load_site
 
     profile = load_site(site, ctx_obj(ctx).sites_dirs)
     data = profile.model_dump(mode="json")
+    probe, probe_line = _probe_status(ctx_obj(ctx), site)
     if as_json:
-        print_json(data)
+        print_json({**data, "probe": probe})
     else:
         import yaml
 
         console.print(yaml.safe_dump(data, sort_keys=False), markup=False, highlight=False)
+        console.print(probe_line, markup=False, highlight=False, soft_wrap=True)
 
 
 @sites_app.command("check")
@@ -687,6 +769,9 @@ def sites_rehearsal(
         console.print(f"  {change}", markup=False, highlight=False)
     for note in notes:
         console.print(note, markup=False, highlight=False)
+
+
+sites_app.command("probe")(_sites_probe)  # orchestrator/cli/probe.py
 
 
 @workloads_app.command("list")

@@ -41,6 +41,13 @@ class RunSpec:
     queue: str | None = field(default=None, compare=False)  # asked for by name, else the site picks
     check_memory: bool = field(default=True, compare=False)  # skip runs predicted not to fit
     share: bool = field(default=False, compare=False)  # may share its node with other jobs
+    # warn | skip when the predicted run time exceeds the walltime (orchestrator/plan/sweep.py OVER_WALLTIME)
+    over_walltime: str = field(default="warn", compare=False)
+    # What the sweep changes in the site's profile for this run (setup, env, env_prepend, python_env:
+    # orchestrator/plan/sweep.py SiteOverride), merged; None: nothing. Not in the id: the same
+    # measurement in another environment. It is in the spec (spec.json, runs.spec), so the script it
+    # renders can be traced to it, and re-planning renders the script again from it.
+    site_overrides: dict[str, Any] | None = field(default=None, compare=False)
 
     def identity(self) -> dict[str, Any]:
         """What the id hashes: everything that changes what is measured."""
@@ -139,12 +146,14 @@ def expand_experiment(sweep: Sweep, exp: Experiment) -> list[RunSpec]:
     repeats = int(exp.grid.get("repeats", 1))
     # What is the same for every run of the experiment, worked out once (not per run).
     walltime_s, retry_on = exp.walltime_s, tuple(retry.failures)
+    over_walltime = exp.over_walltime or sweep.over_walltime
     points = [(point, int(point.get("devices", 1)), str(point.get("precision", "fp32")),
                tuple(sorted((k, v) for k, v in point.items() if k not in FIRST_CLASS)))
               for point in _points(exp)]
     runs: list[RunSpec] = []
     for target in exp.sites:
         site, _, system = target.partition(":")
+        site_overrides = sweep.site_overrides_for(exp, site, system or None)  # once per site of the experiment
         for point, devices, precision, params in points:
             if exp.exclude and _excluded({**point, "site": site, "system": system or None}, exp.exclude):
                 continue
@@ -169,6 +178,8 @@ def expand_experiment(sweep: Sweep, exp: Experiment) -> list[RunSpec]:
                         queue=exp.queue,
                         check_memory=exp.check_memory,
                         share=exp.share,
+                        over_walltime=over_walltime,
+                        site_overrides=site_overrides,
                     )
                 )
     return runs

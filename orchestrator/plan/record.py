@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -41,6 +41,9 @@ class PlannedRun:
     run_dir: str  # absolute
     script: str | None  # None when skipped
     new: bool = True
+    # The run's state in the database once recorded: its plan's status, unless it was already
+    # handed to a scheduler (then that run's state, which re-planning leaves be). None: not recorded.
+    recorded: RunState | None = None
 
     @property
     def spec(self) -> RunSpec:
@@ -285,11 +288,109 @@ def _insert_runs(session: Session, rows: list[dict[str, Any]]) -> None:
                 [(*map(row.get, named), now, now) for row in rows])
 
 
-def record_plan(sessions: sessionmaker[Session], loaded: LoadedSweep, plans: list[PlannedRun]) -> int:
-    """Store new runs (and their run directories); returns how many were new.
+# Runs that were never handed to a scheduler: re-planning brings them up to date. A cancelled run
+# counts only while it has no attempt (`orch cancel` dropped it before submission); planning the
+# sweep again asks for it again.
+RECONCILED = (RunState.PLANNED, RunState.SKIPPED, RunState.CANCELLED)
+# Columns a run's row takes from its plan and that re-planning may change (not its id, its sweep
+# name or its creation time). Anything that feeds the script shows in ``script_hash``.
+_PLAN_COLUMNS_SKIP = frozenset({"id", "sweep_id"})
 
-    Runs already in the database are left as they are (their ``new`` flag is cleared),
-    so planning twice adds nothing and never disturbs a run in flight.
+
+@dataclass
+class RecordReport:
+    """What :func:`record_plan` did: new runs, and what re-planning changed in the rest."""
+
+    new: int = 0
+    # "re-rendered", "skipped -> planned", "planned -> skipped", "cancelled -> planned", ...: runs.
+    changes: dict[str, int] = field(default_factory=dict)
+    # Runs already handed to a scheduler (or finished), left as they are, by state.
+    kept: dict[str, int] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        """What re-planning changed, for people (empty when it changed nothing)."""
+        out = [", ".join(f"{n} {what}" for what, n in sorted(self.changes.items()))] if self.changes else []
+        if self.kept:
+            out.append("left as they are (already submitted): " +
+                       ", ".join(f"{n} {state}" for state, n in sorted(self.kept.items())))
+        return out
+
+
+def _same(old: Any, new: Any) -> bool:
+    if isinstance(old, float) and isinstance(new, float):
+        return abs(old - new) <= 1e-9 * max(abs(old), abs(new))
+    return bool(old == new)
+
+
+def _change_of(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """How re-planning changes a recorded run, or None when the plan is what is recorded."""
+    before, after = str(old["status"]), str(new["status"])
+    if before != after:
+        return f"{before} -> {after}"
+    if old.get("script_hash") != new.get("script_hash"):
+        return "scripts re-rendered"
+    if any(not _same(old.get(k), v) for k, v in new.items() if k not in _PLAN_COLUMNS_SKIP):
+        return "updated"  # a prediction, a price, a skip reason: the row, not the script
+    return None
+
+
+def _reconcile(session: Session, sweep_id: int, plans: list[PlannedRun], existing: dict[str, str],
+               report: RecordReport) -> None:
+    """Bring each recorded run that was never submitted up to date with its new plan: its row,
+    its ``spec.json`` and its ``job.sh`` (removed when the run is now skipped).
+
+    The update is conditional on the run still being unsubmitted, and the files are written
+    inside the same transaction, before it commits: a submit that claims the run (a conditional
+    UPDATE of its own) waits for this transaction and then reads the new script."""
+    from sqlalchemy import exists, select, update
+
+    from orchestrator.results.db.models import Attempt, Run, utcnow
+
+    candidates = [p for p in plans if existing.get(p.spec.id) in RECONCILED]
+    for plan in plans:
+        state = existing.get(plan.spec.id)
+        if state is not None and state not in RECONCILED:
+            report.kept[state] = report.kept.get(state, 0) + 1
+    if not candidates:
+        return
+    columns = [c for c in Run.__table__.columns if c.name not in ("created_at", "updated_at")]
+    recorded: dict[str, dict[str, Any]] = {}
+    ids = [p.spec.id for p in candidates]
+    for chunk in range(0, len(ids), 500):
+        for row in session.execute(select(*columns).where(Run.id.in_(ids[chunk:chunk + 500]))):
+            recorded[row.id] = dict(row._mapping)
+    never_submitted = ~exists().where(Attempt.run_id == Run.id)
+    now = utcnow()
+    for plan in candidates:
+        old = recorded.get(plan.spec.id)
+        if old is None:
+            continue
+        fields_ = _spec_fields(plan.spec)
+        new = _run_row(plan, sweep_id, fields_)
+        change = _change_of(old, new)
+        if change is None:
+            continue
+        values = {k: v for k, v in new.items() if k != "id"}
+        done = session.execute(update(Run).where(Run.id == plan.spec.id, Run.status.in_(RECONCILED), never_submitted)
+                               .values(**values, updated_at=now).execution_options(synchronize_session=False))
+        if getattr(done, "rowcount", 0) != 1:
+            report.kept["submitted meanwhile"] = report.kept.get("submitted meanwhile", 0) + 1
+            continue
+        _write_run_dirs([plan], [fields_])
+        if plan.script is None:
+            try:
+                os.unlink(os.path.join(plan.run_dir, "job.sh"))  # a skipped run has no script to submit
+            except FileNotFoundError:
+                pass
+        report.changes[change] = report.changes.get(change, 0) + 1
+
+
+def record_plan(sessions: sessionmaker[Session], loaded: LoadedSweep, plans: list[PlannedRun]) -> RecordReport:
+    """Store new runs (and their run directories) and reconcile the runs already recorded.
+
+    A recorded run that was never submitted (planned, skipped, or cancelled before submission)
+    takes its new plan: status, skip reason, predictions and script, row and files alike. A run
+    handed to a scheduler is never touched. Planning twice with nothing changed changes nothing.
     """
     from sqlalchemy import select
     from sqlalchemy.exc import IntegrityError
@@ -297,20 +398,27 @@ def record_plan(sessions: sessionmaker[Session], loaded: LoadedSweep, plans: lis
     from orchestrator.results.db.models import Run
 
     for _ in range(3):  # another orch process may insert the same ids at the same time
+        report = RecordReport()
         try:
             with sessions.begin() as session:
                 sweep = _sweep_record(session, loaded)
                 ids = [p.spec.id for p in plans]
-                existing: set[str] = set()
+                existing: dict[str, str] = {}
                 for chunk in range(0, len(ids), 500):
-                    existing.update(session.scalars(select(Run.id).where(Run.id.in_(ids[chunk:chunk + 500]))))
+                    existing.update((run_id, status) for run_id, status in session.execute(
+                        select(Run.id, Run.status).where(Run.id.in_(ids[chunk:chunk + 500]))))
                 fresh = [p for p in plans if p.spec.id not in existing]
                 for plan in plans:
                     plan.new = plan.spec.id not in existing
                 spec_fields = [_spec_fields(p.spec) for p in fresh]
                 _write_run_dirs(fresh, spec_fields)
                 _insert_runs(session, [_run_row(p, sweep.id, f) for p, f in zip(fresh, spec_fields)])
-            return len(fresh)
+                _reconcile(session, sweep.id, plans, existing, report)
+                report.new = len(fresh)
+            for plan in plans:
+                state = existing.get(plan.spec.id)
+                plan.recorded = plan.status if state is None or state in RECONCILED else RunState(state)
+            return report
         except IntegrityError:
             continue
     raise RuntimeError("could not record the plan: the database kept changing under it")

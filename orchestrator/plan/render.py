@@ -19,7 +19,7 @@ from orchestrator import paths
 from orchestrator.errors import UserError
 from orchestrator.plan.resolve import AFFINITY_WRAPPER, Placement, Resolved
 from orchestrator.plan.runfiles import RunFiles, job_name  # noqa: F401  (re-exported)
-from orchestrator.sites.profiles import SiteProfile
+from orchestrator.sites.profiles import PythonActivation, SiteProfile
 from orchestrator.timefmt import format_hms
 
 
@@ -61,6 +61,30 @@ def shell_line(command: str) -> ShellSafe:
     except ValueError as exc:
         raise RenderError(f"setup line {command!r}: {exc}") from None
     return ShellSafe(shlex.join(words))
+
+
+def python_env_lines(activation: PythonActivation | None) -> tuple[ShellSafe, ...]:
+    """The lines that give the program its Python: the module lines (re-quoted word by word),
+    then ``source <venv>/bin/activate``, or conda's shell hook and ``conda activate <env>``.
+    Every value is quoted; the hook's ``$(...)`` is the only shell code, and it is ours."""
+    if activation is None:
+        return ()
+    lines = [ShellSafe(shlex.join(words)) for words in activation.modules]
+    if activation.kind == "venv" and activation.prefix is not None:
+        lines.append(ShellSafe(f"source {shlex.quote(_child(activation.prefix.rstrip('/') or '/', 'bin/activate'))}"))
+    elif activation.kind == "conda":
+        # A batch job's shell has not run the lines `conda init` writes into ~/.bashrc: without the
+        # hook, `conda activate` fails ("Run 'conda init' before 'conda activate'").
+        lines.append(ShellSafe(f'eval "$({shlex.quote(activation.conda)} shell.bash hook)"'))
+        lines.append(ShellSafe("conda activate" + (f" {shlex.quote(activation.prefix)}" if activation.prefix else "")))
+    return tuple(lines)
+
+
+def env_prepend_lines(site: SiteProfile) -> list[ShellSafe]:
+    """``export NAME=<dirs>"${NAME:+:$NAME}"`` for each of the profile's ``env_prepend``: the
+    directories first, then what the modules put there (names are checked when the profile loads)."""
+    return [ShellSafe(f'export {name}={shlex.quote(":".join(dirs))}"${{{name}:+:${name}}}"')
+            for name, dirs in site.env_prepend.items()]
 
 
 def _finalize(value: Any) -> Any:
@@ -113,6 +137,7 @@ def _site_part(site: SiteProfile) -> dict[str, Any]:
         "node_devices": site.device.per_node,
         "directives": [directive(d) for d in site.directives],
         "setup": [shell_line(line) for line in site.setup],
+        "env_prepend": env_prepend_lines(site),
         "env": dict(site.env),
         "workloads_root": str(paths.workloads_root()),
     }
@@ -146,6 +171,9 @@ def _shape_part(placement: Placement, site: SiteProfile, share: bool = False) ->
         "rendezvous": placement.rendezvous,
         "hostfile": placement.hostfile,
         "launcher": placement.launcher,
+        # The Python environment, as this plan read it from the user's environment (a prefix the
+        # user gives is the same for every run of the site: a tuple, so it can be part of a shape).
+        "python_env": python_env_lines(placement.python_env),
     }
 
 

@@ -6,18 +6,20 @@ Pure: the site profile, the run spec and the user's environment in; a placement
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from orchestrator import paths
+from orchestrator.errors import UserError
 from orchestrator.plan.expand import RunSpec
 from orchestrator.predict import memory as _memory
 from orchestrator.predict.formulas import formula_for
 from orchestrator.sites.launchers import Launcher, LaunchRequest, get_launcher
-from orchestrator.sites.profiles import Queue, SiteProfile
+from orchestrator.sites.profiles import PythonActivation, Queue, SiteProfile, expand_references
 from orchestrator.sites.vendors.base import VendorRunner, spec_values
-from orchestrator.timefmt import format_hms
+from orchestrator.timefmt import format_duration, format_hms
 from workloads import registry
 from workloads.registry import Workload
 
@@ -52,6 +54,9 @@ class Placement:
     pre_steps: list[list[str]] = field(default_factory=list, hash=False)  # commands before argv
     rendezvous: bool = False  # the script exports MASTER_ADDR / PET_RDZV_* for the launcher
     hostfile: bool = False  # the script writes orch-hostfile for the launcher
+    # The site's python_env as this plan applies it (modules, then the venv or conda environment
+    # activated before the program starts); None: the profile's kind none.
+    python_env: PythonActivation | None = None
 
     @property
     def queue_label(self) -> str | None:
@@ -115,6 +120,17 @@ def auto_walltime(run_s: float) -> int:
     torch start-up, data, the first step's compile and allocation, which the step model leaves
     out), rounded up to whole minutes."""
     return int(math.ceil((run_s * AUTO_MARGIN + AUTO_STARTUP_S) / 60.0) * 60)
+
+
+def over_walltime(run_s: float | None, walltime_s: int) -> str | None:
+    """Why a run predicted to take ``run_s`` seconds does not fit its walltime, both figures in
+    (None when it fits, or when there is no prediction)."""
+    if run_s is None or run_s <= walltime_s:
+        return None
+    predicted, limit = format_duration(run_s), format_duration(walltime_s)
+    if predicted == limit:  # e.g. 3601 s against 3600 s: show the seconds that differ
+        predicted, limit = format_hms(math.ceil(run_s)), format_hms(walltime_s)
+    return f"predicted {predicted} > walltime {limit}"
 
 
 def _fits(q: Queue, nodes: int, devices: int) -> bool:
@@ -266,12 +282,25 @@ def _run_model(spec: RunSpec, workload: Workload) -> tuple[RunModel | None, dict
 class SiteResolver:
     """:func:`resolve` for many runs on one site: what is the same for every run (the account
     and QoS from the environment, the launcher, the workloads' paths, the queue chosen for a
-    shape, a workload's memory prediction) is worked out once, not per run."""
+    shape, a workload's memory prediction, the Python environment) is worked out once, not per run.
+
+    A run whose sweep overrides the site (``site_overrides``: setup, env, python_env) is resolved
+    by a resolver of the overridden profile, one per distinct set of overrides."""
 
     def __init__(self, site: SiteProfile, env: Mapping[str, str], python: str,
                  memory: MemoryCache | None = None) -> None:
+        self.profile = site  # as loaded; ``site`` below has the launcher's references read
+        # ``${NAME}`` in the launcher's options is read from the plan's environment (the user's
+        # clone of a vendor's code under $HOME): the runs' profile carries the values, so what
+        # renders the script and what checks the plan see the paths the job will use.
+        options, self._options_missing = expand_references(dict(site.launcher.options), env)
+        if options != site.launcher.options and not self._options_missing:
+            site = site.model_copy(update={"launcher": site.launcher.model_copy(update={"options": options})})
         self.site, self.env, self.python = site, env, python
         self.where = f"{site.name}:{site.system}" if site.system else site.name
+        self._python_env: tuple[PythonActivation | None, str | None] | None = None  # (activation, or why none)
+        self._overridden: dict[str, SiteResolver] = {}  # by the sweep's site_overrides, as canonical JSON
+        self.overrides_applied = False  # True: this resolver's profile has a sweep's overrides applied
         self._memory = {} if memory is None else memory
         self._queues: dict[tuple[int, int, int, str | None], tuple[Queue | None, str | None]] = {}
         self._account: tuple[str | None, str | None] | None = None  # (account, QoS from the environment)
@@ -279,7 +308,7 @@ class SiteResolver:
         self._flags: dict[tuple[str, str], str] = {}
         self._scripts: dict[str, str] = {}
         self._extra_args = list(site.launcher.args)
-        self._options = dict(site.launcher.options)
+        self._options = dict(options)
         self._wrapper = ["bash", AFFINITY_WRAPPER] if site.launcher.gpu_affinity != "none" else []
         self._times: dict[tuple[Any, ...], tuple[float | None, float | None]] = {}
         self._machine: Machine | bool | None = None  # False: the site has none the model can use
@@ -371,8 +400,31 @@ class SiteResolver:
                 paths.workloads_root() / (workload.module.replace(".", "/") + ".py"))
         return script
 
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "SiteResolver":
+        """The resolver of this site as a sweep's ``site_overrides`` change it (made once per
+        distinct overrides; the memory predictions are shared)."""
+        key = json.dumps(overrides, sort_keys=True)
+        found = self._overridden.get(key)
+        if found is None:
+            try:
+                site = self.profile.with_overrides(overrides)
+            except ValueError as exc:
+                raise UserError(f"site_overrides for {self.where}: {exc}") from None
+            found = self._overridden[key] = SiteResolver(site, self.env, self.python, self._memory)
+            found.overrides_applied = True
+        return found
+
+    def _python_activation(self) -> tuple[PythonActivation | None, str | None]:
+        """The site's python_env as this plan applies it, or why no run can start (once per site)."""
+        if self._python_env is None:
+            self._python_env = self.site.python_env.activation(self.env, self.site.profile_label)
+        return self._python_env
+
     def resolve(self, spec: RunSpec, metrics_path: str = "metrics.json", queue: str | None = None) -> Resolved:
         """Place ``spec`` on the site or say why it cannot run there (see :func:`resolve`)."""
+        overrides = getattr(spec, "site_overrides", None)
+        if overrides and not self.overrides_applied:
+            return self.with_overrides(overrides).resolve(spec, metrics_path, queue)
         site = self.site
 
         predicted: MemoryNeed = (None, None)  # GB of tensors per device and source, once known
@@ -420,6 +472,11 @@ class SiteResolver:
                 return skip(f"walltime: auto needs a predicted run time; the time model has none for "
                             f"{spec.workload} here (give the experiment a walltime)")
             walltime_s = auto_walltime(run_s)
+        elif spec.over_walltime == "skip":
+            longer = over_walltime(run_s, walltime_s)
+            if longer:  # the sweep asked for no job that is predicted to time out; keep the prediction shown
+                return replace(skip(f"{longer}; raise walltime: or set over_walltime: warn"),
+                               predicted_step_s=step_s, predicted_run_s=run_s)
         chosen, reason = self._pick_queue(nodes, spec.devices, walltime_s,
                                           queue or getattr(spec, "queue", None))
         if chosen is None:
@@ -434,6 +491,12 @@ class SiteResolver:
         if site.account.qos_required and not qos:
             names = " or $".join(n for n in (site.account.qos_env, site.account.qos_fallback_env) if n)
             return skip(f"site {site.name} needs a QoS: set ${names}")
+        activation, reason = self._python_activation()
+        if reason:  # like a missing account: the user's environment decides, the run waits for it
+            return skip(f"site {site.name} needs its Python environment: {reason}")
+        if self._options_missing:  # a path under $HOME, a clone the user names
+            names = ", ".join(f"${name}" for name in self._options_missing)
+            return skip(f"site {site.name} needs {names}: set it (read by {site.profile_label} launcher.options)")
         launcher = self._get_launcher()
         if isinstance(launcher, str):
             return skip(launcher)
@@ -454,6 +517,7 @@ class SiteResolver:
             argv=launcher.argv(request), peak_tflops=peak, queue_tier=chosen.tier,
             devices_per_node=devices_per_node, pre_steps=launcher.pre_steps(request),
             rendezvous=launcher.rendezvous(request), hostfile=launcher.hostfile(request),
+            python_env=activation,
         )
         return Resolved(spec, site, placement, predicted_peak_gb=predicted[0], predicted_step_s=step_s,
                         predicted_run_s=run_s, memory_from=predicted[1])

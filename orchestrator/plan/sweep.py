@@ -9,11 +9,14 @@ cross product, each named group under ``zip`` expands its lists together, and
 from __future__ import annotations
 
 import math
+import re
+import shlex
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from orchestrator.sites.profiles import ENV_NAME, PYTHON_ENV_KINDS
 from orchestrator.states import FailureClass
 from orchestrator.timefmt import parse_walltime
 from orchestrator.yamlsource import Loc, YamlDocument, load_yaml
@@ -39,6 +42,10 @@ PARAM_MINIMUMS = {"warmup": 0, "iters": 1}
 RETRYABLE = tuple(failure.value for failure in FailureClass)
 DEFAULT_RETRY = (FailureClass.TIMEOUT, FailureClass.NODE_FAILURE, FailureClass.PREEMPTED, FailureClass.LOST)
 
+# What a run predicted to take longer than its walltime becomes: planned with a warning (the
+# prediction may be wrong, and a timeout is a result too) or skipped with both figures.
+OVER_WALLTIME = ("warn", "skip")
+
 # Axes every workload understands, with the check each value must pass.
 CORE_AXES = ("devices", "precision")
 OPTIONAL_AXES = ("strategy", "batch_size", "seq_len")
@@ -55,6 +62,110 @@ class RetryPolicy(BaseModel):
     )
 
 
+# ``site`` or ``site:system``, as an experiment's ``sites`` and ``site_overrides`` name them.
+SITE_TARGET = r"^[A-Za-z0-9][A-Za-z0-9_.-]*(:[A-Za-z0-9][A-Za-z0-9_.-]*)?\Z"
+
+
+def _shell_lines(value: list[str] | None, what: str) -> list[str] | None:
+    """Lines the script runs re-quoted word by word (orchestrator/plan/render.py shell_line): each
+    must split into words, so a mistake is the sweep's error, with its line, not the render's."""
+    for line in value or []:
+        try:
+            shlex.split(line)
+        except ValueError as exc:
+            raise ValueError(f"{what} {line!r}: {exc}") from None
+    return value
+
+
+class PythonEnvOverride(BaseModel):
+    """A site's ``python_env`` as a sweep changes it (orchestrator/sites/profiles.py PythonEnv):
+    the keys given, checked here one by one; the profile's python_env with them applied is
+    checked as a whole when the plan resolves the site."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal[PYTHON_ENV_KINDS] | None = None  # type: ignore[valid-type]
+    modules: list[str] | None = None
+    conda: str | None = None
+    default: str | None = None
+    prefix: str | None = None
+    prefix_env: str | None = None
+    required: bool | None = None
+    description: str | None = None
+    source: str | None = None
+
+    @field_validator("modules")
+    @classmethod
+    def _modules(cls, value: list[str] | None) -> list[str] | None:
+        return _shell_lines(value, "module line")
+
+    @field_validator("prefix_env")
+    @classmethod
+    def _variable(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME.match(value):
+            raise ValueError(f"expected an environment variable's name, got {value[:120]!r}")
+        return value
+
+
+class SiteOverride(BaseModel):
+    """What a sweep changes in a site's profile for its runs, without a copy of the profile
+    (orchestrator/sites/profiles.py SiteProfile.with_overrides applies it): ``setup`` replaces the
+    profile's lines; ``env`` and ``env_prepend`` are merged key by key (``env: {NAME: null}``
+    removes a variable the profile sets); ``python_env`` is merged key by key (``{prefix:
+    /path/to/venv}``), or replaces the profile's when it names a ``kind``.
+
+    Not part of a run's id (the same run, in another environment): it is carried by the run's
+    spec, and re-planning renders the script again from it."""
+
+    model_config = ConfigDict(extra="forbid")
+    setup: list[str] | None = None
+    env: dict[str, str | None] | None = None
+    env_prepend: dict[str, list[str]] | None = None
+    python_env: PythonEnvOverride | None = None
+
+    @field_validator("setup")
+    @classmethod
+    def _setup(cls, value: list[str] | None) -> list[str] | None:
+        return _shell_lines(value, "setup line")
+
+    @field_validator("env", "env_prepend")
+    @classmethod
+    def _names(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for name, entry in (value or {}).items():
+            if not ENV_NAME.match(name):
+                raise ValueError(f"expected environment variable names, got {name[:120]!r}")
+            if isinstance(entry, list) and (not entry or any(not d or ":" in d for d in entry)):
+                raise ValueError(f"{name}: expected a list of directories (none empty, none with ':')")
+        return value
+
+
+def _check_site_overrides(value: dict[str, SiteOverride]) -> dict[str, SiteOverride]:
+    for target in value:
+        if not re.match(SITE_TARGET, target):
+            raise ValueError(f"expected 'site' or 'site:system' keys, got {target[:120]!r}")
+    return value
+
+
+def merge_site_overrides(layers: list[SiteOverride | None]) -> dict[str, Any] | None:
+    """The overrides of the ``layers`` (least specific first) as one mapping of the keys given,
+    each layer's applied over the ones before it as SiteProfile.with_overrides applies them to the
+    profile; None when no layer gives anything."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        if layer is None:
+            continue
+        given = {key: value for key, value in layer.model_dump(exclude_unset=True).items() if value is not None}
+        if "setup" in given:
+            out["setup"] = list(given["setup"])
+        for key in ("env", "env_prepend"):
+            if key in given:
+                out[key] = {**out.get(key, {}), **given[key]}
+        if "python_env" in given:
+            python_env = given["python_env"]
+            out["python_env"] = dict(python_env) if "kind" in python_env else {
+                **out.get("python_env", {}), **python_env}
+    return out or None
+
+
 class Experiment(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME)
@@ -69,10 +180,20 @@ class Experiment(BaseModel):
     # true: a run smaller than a node may share the node with other jobs (no --exclusive /
     # place=excl); by default a benchmark run never shares what it measures.
     share: bool = False
+    # warn | skip a run whose predicted run time exceeds its walltime; unset: the sweep's.
+    over_walltime: Literal[OVER_WALLTIME] | None = None  # type: ignore[valid-type]
     grid: dict[str, Any] = Field(default_factory=dict)
     zip: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
     exclude: list[dict[str, Any]] = Field(default_factory=list)
     retry: RetryPolicy | None = None
+    # A site's setup, env and python_env as this experiment's runs use them (SiteOverride), by
+    # ``site`` or ``site:system``; applied over the sweep's own ``site_overrides``.
+    site_overrides: dict[str, SiteOverride] = Field(default_factory=dict)
+
+    @field_validator("site_overrides")
+    @classmethod
+    def _overrides(cls, value: dict[str, SiteOverride]) -> dict[str, SiteOverride]:
+        return _check_site_overrides(value)
 
     @field_validator("walltime")
     @classmethod
@@ -84,10 +205,8 @@ class Experiment(BaseModel):
     @field_validator("sites")
     @classmethod
     def _sites(cls, value: list[str]) -> list[str]:
-        import re
-
         for entry in value:
-            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(:[A-Za-z0-9][A-Za-z0-9_.-]*)?\Z", entry):
+            if not re.match(SITE_TARGET, entry):
                 raise ValueError(f"expected 'site' or 'site:system', got {entry[:120]!r}")
             if any(len(part) > MAX_NAME for part in entry.split(":")):
                 raise ValueError(f"a site or system name is at most {MAX_NAME} characters, got {len(entry)}")
@@ -121,8 +240,26 @@ class Sweep(BaseModel):
     name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME)
     description: str = ""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    # warn (default): a run predicted to outlast its walltime is planned, and the plan warns;
+    # skip: it is skipped with both figures. An experiment's own over_walltime wins.
+    over_walltime: Literal[OVER_WALLTIME] = "warn"  # type: ignore[valid-type]
     variants: dict[str, Variant] = Field(default_factory=dict)
+    # A site's setup, env and python_env as every run of the sweep on it uses them (SiteOverride),
+    # by ``site`` (every system of it) or ``site:system``: no copy of the profile needed.
+    site_overrides: dict[str, SiteOverride] = Field(default_factory=dict)
     experiments: list[Experiment] = Field(min_length=1)
+
+    @field_validator("site_overrides")
+    @classmethod
+    def _overrides(cls, value: dict[str, SiteOverride]) -> dict[str, SiteOverride]:
+        return _check_site_overrides(value)
+
+    def site_overrides_for(self, exp: Experiment, site: str, system: str | None) -> dict[str, Any] | None:
+        """What the sweep and ``exp`` change in ``site`` (``site:system``) for the experiment's runs:
+        the sweep's, then the experiment's, each for the site, then for the system."""
+        targets = [site] + ([f"{site}:{system}"] if system else [])
+        return merge_site_overrides([layer.get(target) for layer in (self.site_overrides, exp.site_overrides)
+                                     for target in targets])
 
 
 class LoadedSweep(BaseModel):

@@ -48,13 +48,16 @@ from orchestrator.plan.expand import RunSpec
 from orchestrator.plan.render import RunFiles, environment, render_script
 from orchestrator.plan.resolve import resolve
 from orchestrator.sites import sandbox
-from orchestrator.sites.profiles import SiteProfile, find_site_file
+from orchestrator.sites.profiles import SiteProfile, expand_references, find_site_file
 from orchestrator.sites.sandbox.proc import _clean_env
 from orchestrator.sites.vendors.base import check_case
 
 SHAPES = ("1-device", "1-node", "2-nodes", "largest-queue")
 SHAPE_WALLTIME_S = 1800
 CHECK_SWEEP = "sitecheck"
+# The prefix a check gives a site whose python_env the user must name (sbatch --test-only reads
+# only the directives).
+STAND_IN_PYTHON_ENV = "/orch-sites-check/stand-in-python-env"
 
 
 class NoTwinError(UserError):
@@ -110,6 +113,15 @@ def check_env(site: SiteProfile, env: Mapping[str, str]) -> dict[str, str]:
         out[acct.env] = sandbox.STAND_IN_ACCOUNT
     if acct.qos_required and acct.qos(out) is None and acct.qos_env:
         out[acct.qos_env] = sandbox.STAND_IN_QOS
+    # A Python environment the user must name, and the paths a profile reads from the environment
+    # (``${NAME}``): the twin judges directives, not the environment the job would run in.
+    python_env = site.python_env
+    if python_env.required and python_env.prefix is None and python_env.prefix_env and not out.get(
+            python_env.prefix_env):
+        out[python_env.prefix_env] = STAND_IN_PYTHON_ENV
+    read = [python_env.modules, python_env.conda, python_env.default, python_env.prefix, site.launcher.options]
+    for name in expand_references(read, out)[1]:
+        out[name] = STAND_IN_PYTHON_ENV
     return out
 
 
@@ -305,6 +317,16 @@ def _rehearse(section: dict[str, Any], label: str, python: str, changes: list[st
     if section.get("setup"):
         changes.append(f"{label}: setup lines dropped ({len(section['setup'])}: no modules here)")
         section["setup"] = []
+    # The site's Python environment (its modules, venv or conda) and library paths are the site's
+    # nodes', not this machine's: the rehearsal runs this interpreter (python above).
+    python_env = section.get("python_env")
+    if top or python_env is not None:
+        if isinstance(python_env, dict) and python_env.get("kind", "none") != "none":
+            changes.append(f"{label}: python_env {python_env.get('kind')} dropped (this machine's python runs)")
+        section["python_env"] = {"kind": "none"}
+    if section.get("env_prepend"):
+        changes.append(f"{label}: env_prepend dropped ({', '.join(section['env_prepend'])}: the site's paths)")
+        section["env_prepend"] = {}
     launcher = section.get("launcher")
     if top and launcher is None:
         launcher = section["launcher"] = {"name": "python"}
@@ -343,6 +365,13 @@ def rehearsal_profile(site: str, sites_dirs: list[Path] | None = None,
         raise NoTwinError(f"site {name} schedules with {data.get('scheduler')}: no twin, so no rehearsal here")
     changes: list[str] = []
     _rehearse(data, name, python, changes, top=True)
+    # The twin's virtual nodes (n1, n2, ...) are all this host and their names do not resolve: ranks
+    # meet at 127.0.0.1, as on the plain sandbox (sites/sandbox.yaml). Without it a run of two ranks
+    # waits for a rendezvous at n1 that never comes (what `orch sites probe` found).
+    env = data.setdefault("env", {}) if isinstance(data.get("env", {}), dict) else {}
+    if env.get("MASTER_ADDR") != "127.0.0.1":
+        env["MASTER_ADDR"] = "127.0.0.1"
+        changes.append(f"{name}: env MASTER_ADDR -> 127.0.0.1 (the twin's virtual nodes are this host)")
     systems = data.get("systems") or {}
     kept: dict[str, Any] = {}
     for sys_name, overrides in systems.items():
@@ -356,6 +385,7 @@ def rehearsal_profile(site: str, sites_dirs: list[Path] | None = None,
         data["systems"] = kept
     data["description"] = f"Twin rehearsal of {name}: its batch directives, this machine's CPU. " + str(
         data.get("description", ""))
+    data["node_local_ok"] = True  # the twin's virtual nodes run on this host: they see its /tmp
     header = (f"# Twin rehearsal of site {name}, written by `orch sites rehearsal` from {path}.\n"
               "# Directives (partitions, account, QoS, gres, CPUs, memory) are the site's; the workload runs\n"
               "# on this machine's CPU. Use it with the sandbox as the site's twin:\n"
@@ -394,6 +424,7 @@ def _pbs_rehearsal(name: str, path: Path, data: dict[str, Any], python: str) -> 
         data["systems"] = kept
     data["description"] = f"PBS rehearsal of {name} on this machine: its batch directives, this CPU. " + str(
         data.get("description", ""))
+    data["node_local_ok"] = True  # the PBS server or emulator here runs jobs on this host
     header = (f"# PBS rehearsal of site {name}, written by `orch sites rehearsal` from {path}.\n"
               "# Directives (select, place, filesystems, queues, project) are the site's; the workload runs on\n"
               "# this machine's CPU, through a PBS server here or orch's PBS emulator (see pbs-env.sh).\n"

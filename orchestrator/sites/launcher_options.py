@@ -14,7 +14,7 @@ profile's options as given; the defaults below are theirs, written down.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -25,6 +25,17 @@ from orchestrator.sites.options import Options
 class LauncherOptions(Options):
     """Base of the launcher option models: no key it does not declare (a launcher with no options
     takes none)."""
+
+    # Options that name files or directories the job reads (a text, a list of them, or a mapping to
+    # them). The batch script changes to the run directory before the launcher starts, so a relative
+    # one resolves there, not where the user's clone or data is: the plan warns (lint relative-path,
+    # orchestrator/plan/lints.py). Outputs a run may keep in its own directory (Cerebras model_dir),
+    # and paths the vendor's tool resolves against a root of its own (Cerebras compile_dir: "appended
+    # to a base root directory common for all compiles on the Wafer-Scale Cluster", the model zoo's
+    # run argument parser), are not listed.
+    input_paths: ClassVar[tuple[str, ...]] = ()
+    # Of those, the mappings keyed by workload name (only a run of that workload reads its entry).
+    by_workload: ClassVar[tuple[str, ...]] = ("data_dirs",)
 
 
 # Every launcher (orch's and the vendor runners) by ``launcher.name`` -> its options model.
@@ -91,6 +102,7 @@ class DeepSpeedOptions(LauncherOptions):
 class GaudiSpawnOptions(LauncherOptions):
     """``gaudi_spawn``: Habana's ``gaudi_spawn.py`` on one node."""
 
+    input_paths = ("program",)  # run as `python <program>`
     program: str = Field("gaudi_spawn.py", description="Path of Habana's gaudi_spawn.py script.")
     mode: Literal["mpi", "deepspeed"] = Field(
         "mpi", description="How gaudi_spawn.py starts the ranks: mpi (`--use_mpi`) or deepspeed (`--use_deepspeed`).")
@@ -102,6 +114,9 @@ class GaudiSpawnOptions(LauncherOptions):
 class CerebrasOptions(LauncherOptions):
     """``cerebras``: the Cerebras model zoo's ``run.py CSX`` (``orchestrator/sites/vendors/cerebras.py``)."""
 
+    # mount_dirs are mounted into the appliance's containers and python_paths exported into their
+    # PYTHONPATH (the zoo's run argument parser): paths on the user node's shared file system.
+    input_paths = ("modelzoo", "mount_dirs", "python_paths", "data_dirs")
     modelzoo: str = Field("modelzoo", description="Your clone of github.com/Cerebras/modelzoo.")
     model_dir: str = Field("model_dir", description="run.py's --model_dir (checkpoints and logs).")
     compile_dir: str = Field("compile_dir", description="run.py's --compile_dir.")
@@ -115,6 +130,7 @@ class CerebrasOptions(LauncherOptions):
 class SambaFlowOptions(LauncherOptions):
     """``sambaflow``: SambaNova's SambaFlow apps, compile then run (``orchestrator/sites/vendors/sambanova.py``)."""
 
+    input_paths = ("apps", "data_dirs")
     apps: str = Field("/opt/sambaflow/apps", description="Where the SambaFlow apps are (on every SN30 node).")
     num_workers: int = Field(8, description="The apps' --num-workers (data loader processes).")
     unet_epochs: int = Field(10, description="Epochs of the UNet app (its example runs 10).")
@@ -126,6 +142,7 @@ class SambaFlowOptions(LauncherOptions):
 class PopTorchOptions(LauncherOptions):
     """``poptorch``: Graphcore's PopTorch examples (``orchestrator/sites/vendors/graphcore.py``)."""
 
+    input_paths = ("examples", "data_dirs")
     examples: str = Field("graphcore/examples", description="Your clone of github.com/graphcore/examples.")
     resnet_epochs: int = Field(2, description="ResNet-50's --epoch (the example runs 2).")
     data_dirs: dict[str, str] = _data_dirs("path")
@@ -136,5 +153,6 @@ class PopTorchOptions(LauncherOptions):
 class GroqFlowOptions(LauncherOptions):
     """``groqflow``: GroqFlow's proof points (``orchestrator/sites/vendors/groq.py``)."""
 
+    input_paths = ("groqflow",)
     groqflow: str = Field("groqflow", description="Your clone of github.com/groq/groqflow.")
     device_model: str | None = _device_model()

@@ -3,17 +3,26 @@
 Sites are data: scheduler, queues and their limits, node layout, device peaks,
 launcher, environment. A site with several systems (the ALCF AI Testbed) lists
 per-system overrides under ``systems``; ``site:system`` selects one. A system's
-``device``, ``node``, ``resources`` and ``launcher`` replace the site's whole
-sections; its other mappings (``env``, ``account``, ...) are merged key by key
-and its lists replace the site's.
+``device``, ``node``, ``resources``, ``launcher`` and ``python_env`` replace the
+site's whole sections; its other mappings (``env``, ``account``, ...) are merged
+key by key and its lists replace the site's.
+
+``python_env`` says how a compute node gets the Python that runs the workloads
+(the centre's documented modules, a virtual environment or a conda environment,
+the user's where no page documents one); values of the form ``${NAME}`` in it
+and in ``launcher.options`` are read from the environment when the plan is made,
+like the account (see :func:`expand_references`).
 """
 
 from __future__ import annotations
 
+import re
+import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from orchestrator import paths
@@ -22,7 +31,7 @@ from orchestrator.sites.launcher_options import LAUNCHER_OPTIONS
 from orchestrator.sites.options import option_problem
 from orchestrator.sites.schedulers import SCHEDULERS
 from orchestrator.timefmt import format_hms, parse_walltime
-from orchestrator.yamlsource import format_loc, load_yaml
+from orchestrator.yamlsource import Loc, format_loc, load_yaml
 from workloads.registry import PRECISIONS
 
 DEVICE_TYPES = ("cpu", "cuda", "xpu", "hpu", "rdu", "ipu", "wse", "lpu")
@@ -211,6 +220,162 @@ class Account(BaseModel):
         return value or None
 
 
+# How a compute node gets the Python that runs the workloads (``python_env.kind``): nothing more
+# than ``setup`` gives (the interpreter running orch on this machine), the centre's modules alone,
+# a virtual environment, or a conda environment.
+PYTHON_ENV_KINDS = ("none", "modules", "venv", "conda")
+# An environment variable's name, as ``export NAME=...`` and ``${NAME}`` take it.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# A plan-time reference: ``${NAME}`` in ``python_env`` and ``launcher.options`` is the value of the
+# environment variable NAME when the plan is made (as the account is), so a path under the user's
+# home or a clone the user made reaches the script as the absolute path it is there. Only this
+# form is read; any other ``$`` is literal text (values reach the shell quoted either way).
+REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_references(value: Any, environ: Mapping[str, str]) -> tuple[Any, list[str]]:
+    """``value`` with every ``${NAME}`` in its texts (inside lists and mappings too) replaced by
+    ``environ[NAME]``, and the names that were unset or empty (left as written), in order."""
+    missing: list[str] = []
+
+    def one(match: re.Match[str]) -> str:
+        found = environ.get(match.group(1))
+        if found:
+            return found
+        if match.group(1) not in missing:
+            missing.append(match.group(1))
+        return match.group(0)
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return REFERENCE.sub(one, item) if "${" in item else item
+        if isinstance(item, list):
+            return [walk(x) for x in item]
+        if isinstance(item, dict):
+            return {key: walk(x) for key, x in item.items()}
+        return item
+
+    return walk(value), missing
+
+
+@dataclass(frozen=True)
+class PythonActivation:
+    """A ``python_env`` as one plan applies it (references read, the prefix chosen): what
+    orchestrator/plan/render.py writes into the script before the program starts."""
+
+    kind: str  # venv | conda | modules (a python_env of kind none is no activation at all)
+    modules: tuple[tuple[str, ...], ...] = ()  # each module line, as its words
+    conda: str = "conda"  # the conda executable whose shell hook the script evaluates
+    prefix: str | None = None  # venv: its directory; conda: the environment's name or prefix (None: base)
+
+
+class PythonEnv(BaseModel):
+    """How a compute node gets the Python that runs the workloads, as the centre documents it.
+
+    The script runs ``modules`` first (``module use``/``module load`` lines, an SDK's ``source
+    .../enable``: each re-quoted word by word, as a setup line), then activates the environment:
+    ``venv`` sources ``<prefix>/bin/activate``; ``conda`` evaluates conda's shell hook (a batch
+    job's shell has not run the lines ``conda init`` writes into ~/.bashrc, so ``conda activate``
+    alone fails there), then ``conda activate <prefix>`` (the base environment without one).
+
+    The prefix is, the first that is given: ``prefix`` (written outright, in a copy of the profile
+    or a sweep's ``site_overrides``), the environment variable ``prefix_env`` when the plan is made,
+    ``default`` (where the centre's page puts it). With ``required`` and none of them, a run is
+    skipped with the variable named. ``source`` cites the page the lines come from.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal[PYTHON_ENV_KINDS] = "none"  # type: ignore[valid-type]
+    modules: list[str] = Field(default_factory=list)
+    conda: str = "conda"
+    default: str | None = None
+    prefix: str | None = None
+    prefix_env: str | None = None
+    required: bool = False
+    # What the prefix must hold, for the skip reason (default: by kind).
+    description: str = ""
+    source: str = ""
+
+    @field_validator("modules")
+    @classmethod
+    def _lines(cls, value: list[str]) -> list[str]:
+        for line in value:
+            try:
+                words = shlex.split(line)
+            except ValueError as exc:
+                raise ValueError(f"module line {line!r}: {exc}") from None
+            if not words:
+                raise ValueError("a module line is empty")
+        return value
+
+    @field_validator("prefix_env")
+    @classmethod
+    def _variable(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME.match(value):
+            raise ValueError(f"prefix_env must be an environment variable's name, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _by_kind(self) -> "PythonEnv":
+        prefixed = [name for name in ("default", "prefix", "prefix_env") if getattr(self, name) is not None]
+        if self.required:
+            prefixed.append("required")
+        if self.kind in ("none", "modules") and prefixed:
+            raise ValueError(f"kind {self.kind} activates no environment: {', '.join(prefixed)} "
+                             "belong to kind venv or conda")
+        if self.kind == "none" and self.modules:
+            raise ValueError("kind none runs nothing: module lines belong to kind modules (or venv, conda)")
+        if self.kind == "modules" and not self.modules:
+            raise ValueError("kind modules needs its module lines (modules: [...])")
+        if self.kind != "conda" and self.conda != "conda":
+            raise ValueError(f"conda is the conda executable of kind conda, not of kind {self.kind}")
+        if self.required and self.prefix_env is None and self.prefix is None:
+            raise ValueError("required needs prefix_env (the variable the user sets)")
+        return self
+
+    def what(self) -> str:
+        """What the prefix holds, in words."""
+        if self.description:
+            return self.description
+        return ("the conda environment with PyTorch, by name or absolute prefix" if self.kind == "conda"
+                else "the absolute path of the virtual environment with PyTorch")
+
+    def activation(self, environ: Mapping[str, str], where: str) -> tuple[PythonActivation | None, str | None]:
+        """(the activation a plan made with ``environ`` writes, None) or (None, why the run cannot
+        run); (None, None) for kind none. ``where`` names the profile in messages."""
+        if self.kind == "none":
+            return None, None
+        words, missing = expand_references([shlex.split(line) for line in self.modules], environ)
+        conda, more = expand_references(self.conda, environ)
+        missing += [name for name in more if name not in missing]
+        prefix: str | None = None
+        given = ""  # where the prefix came from, for messages
+        if self.prefix is not None:
+            prefix, given = self.prefix, "python_env.prefix"
+        elif self.prefix_env and environ.get(self.prefix_env):
+            # The user's value, as given: no references are read in it.
+            prefix, given = environ[self.prefix_env], f"${self.prefix_env}"
+        elif self.default is not None:
+            prefix, given = self.default, "python_env.default"
+        if prefix is not None and given != f"${self.prefix_env}":
+            prefix, more = expand_references(prefix, environ)
+            missing += [name for name in more if name not in missing]
+        problems = []
+        if prefix is None and self.required:
+            problems.append(f"set ${self.prefix_env} to {self.what()} (see {where} python_env)")
+        if missing:
+            problems.append(f"set {', '.join(f'${name}' for name in missing)} (read by {where} python_env)")
+        if problems:
+            return None, "; ".join(problems)
+        if prefix is not None:
+            # The script changes to the run directory: a relative path would be found there, not
+            # where the user made the environment. A conda environment may also be given by name.
+            named = self.kind == "conda" and "/" not in prefix
+            if not named and not prefix.startswith("/"):
+                return None, f"{given} must be an absolute path (the script runs in the run directory), got {prefix!r}"
+        return PythonActivation(self.kind, tuple(tuple(line) for line in words), conda, prefix), None
+
+
 class Resources(BaseModel):
     """Scheduler resource requests beyond nodes and tasks, each a fact of the site.
 
@@ -276,6 +441,46 @@ class Price(BaseModel):
 OPTION_ERROR = "site_option"
 
 
+@dataclass(frozen=True)
+class ProfileSource:
+    """Where a loaded profile's values were written: its file, the line of every value, and the
+    system whose overrides were applied, so that a later check (orchestrator/plan/lints.py) can name
+    ``sites/polaris.yaml:105 env.NCCL_NET`` as a load error would."""
+
+    path: str
+    lines: dict[Loc, int] = field(repr=False)
+    system: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict, repr=False)  # ``systems.<system>`` as written
+
+    def from_system(self, loc: Loc) -> bool:
+        """Whether the value at ``loc`` of the merged profile came from the system's overrides (see
+        _merge: REPLACED_BY_SYSTEM sections, lists and scalars replace the site's; other mappings
+        merge key by key, so a key the system does not write is still the site's)."""
+        node: Any = self.overrides
+        for depth, part in enumerate(loc):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+            if (depth == 0 and part in REPLACED_BY_SYSTEM) or not isinstance(node, dict):
+                return True
+        return bool(loc)
+
+    def file_loc(self, loc: Loc) -> Loc:
+        """Where the value at ``loc`` of the merged profile is in the file: under ``systems.<system>``
+        when the system's overrides gave it."""
+        return ("systems", self.system) + tuple(loc) if self.system and self.from_system(loc) else tuple(loc)
+
+    def locate(self, loc: Loc) -> tuple[str, int | None]:
+        """(file, 1-based line) of the value at ``loc`` of the merged profile (the nearest enclosing
+        value that has a line, as errors do)."""
+        where = self.file_loc(loc)
+        while where:
+            if where in self.lines:
+                return self.path, self.lines[where]
+            where = where[:-1]
+        return self.path, self.lines.get((), 1)
+
+
 class SiteProfile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -290,7 +495,15 @@ class SiteProfile(BaseModel):
     launcher: Launcher = Field(default_factory=Launcher)
     account: Account = Field(default_factory=Account)
     env: dict[str, str] = Field(default_factory=dict)
+    # Directories put in front of a path-like variable (LD_LIBRARY_PATH, PATH, ...), first listed
+    # first, keeping what the modules put there; a value in ``env`` is exported as written (quoted),
+    # so it cannot. Exported after python_env, before ``env``.
+    env_prepend: dict[str, list[str]] = Field(default_factory=dict)
+    # Shell lines run first (``. /etc/profile``, ``module purge``, the site's base modules), each
+    # re-quoted word by word; the Python environment itself is ``python_env``'s.
     setup: list[str] = Field(default_factory=list)
+    # How the compute node gets the Python that runs the workloads (see PythonEnv).
+    python_env: PythonEnv = Field(default_factory=PythonEnv)
     directives: list[str] = Field(default_factory=list)
     resources: Resources = Field(default_factory=Resources)
     # Options for the scheduler's executor, checked against its model in orchestrator/sites/schedulers.py
@@ -300,12 +513,32 @@ class SiteProfile(BaseModel):
     network: Network | None = None  # for the time model; None: estimated from the device type
     systems: dict[str, dict[str, Any]] = Field(default_factory=dict)
     system: str | None = None  # set when a system's overrides were applied
+    # True: the compute nodes see this host's node-local paths (/tmp, ...), because they run on it (the
+    # sandbox's virtual nodes, a rehearsal on this machine): a run directory there is no mistake
+    # (lint node-local-runs, orchestrator/plan/lints.py). The local and appliance schedulers run jobs
+    # on this host by construction and need no such line.
+    node_local_ok: bool = False
+    # Where the values were written (set by load_site; None for a profile built in code).
+    _source: ProfileSource | None = PrivateAttr(default=None)
 
     @field_validator("scheduler")
     @classmethod
     def _scheduler(cls, value: str) -> str:
         if value not in SCHEDULERS:
             raise ValueError(f"unknown scheduler {value!r} (valid: {', '.join(SCHEDULERS.names())})")
+        return value
+
+    @field_validator("env_prepend")
+    @classmethod
+    def _prepend(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, directories in value.items():
+            if not ENV_NAME.match(name):
+                raise ValueError(f"env_prepend: {name!r} is not an environment variable's name")
+            if not directories:
+                raise ValueError(f"env_prepend.{name}: give at least one directory")
+            for directory in directories:
+                if not directory or ":" in directory:  # ':' separates the entries of a path variable
+                    raise ValueError(f"env_prepend.{name}: {directory!r} is not one directory")
         return value
 
     @model_validator(mode="after")
@@ -359,10 +592,59 @@ class SiteProfile(BaseModel):
     def peak(self, precision: str) -> float | None:
         return self.device.peak_tflops.get(precision)
 
+    @property
+    def profile_label(self) -> str:
+        """The profile in messages: ``sites/<name>.yaml`` (and its system)."""
+        return f"sites/{self.name}.yaml" + (f" (system {self.system})" if self.system else "")
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "SiteProfile":
+        """This profile as a sweep's ``site_overrides`` changes it (orchestrator/plan/sweep.py
+        SiteOverride, validated there): ``setup`` replaces the profile's lines; ``env`` and
+        ``env_prepend`` are merged key by key (an ``env`` value of None removes the variable);
+        ``python_env`` is merged key by key, or replaces the profile's when it names a ``kind``
+        (another kind of environment shares nothing with the profile's). Raises ValueError when
+        the merged python_env is not valid."""
+        update: dict[str, Any] = {}
+        if overrides.get("setup") is not None:
+            update["setup"] = list(overrides["setup"])
+        if overrides.get("env") is not None:
+            env = {**self.env, **overrides["env"]}
+            update["env"] = {name: value for name, value in env.items() if value is not None}
+        if overrides.get("env_prepend") is not None:
+            update["env_prepend"] = {**self.env_prepend, **overrides["env_prepend"]}
+        given = overrides.get("python_env")
+        if given is not None:
+            base = {} if "kind" in given else self.python_env.model_dump(exclude_unset=True)
+            try:
+                update["python_env"] = PythonEnv.model_validate({**base, **given})
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                field = ".".join(str(part) for part in first["loc"])
+                raise ValueError(f"python_env{'.' + field if field else ''}: "
+                                 f"{str(first['msg']).removeprefix('Value error, ')}") from None
+        # model_copy keeps the private attributes (where the profile's values were written).
+        return self.model_copy(update=update) if update else self
+
+    @property
+    def target(self) -> str:
+        """``site`` or ``site:system``, as a sweep names it."""
+        return f"{self.name}:{self.system}" if self.system else self.name
+
+    @property
+    def source(self) -> ProfileSource | None:
+        """Where the profile's values were written (None for a profile not loaded from a file)."""
+        return self._source
+
+    def locate(self, loc: Loc) -> tuple[str | None, int | None]:
+        """(file, line) of the value at ``loc`` (e.g. ``("env", "NCCL_NET")``); (None, None) when the
+        profile was not loaded from a file."""
+        return self._source.locate(loc) if self._source is not None else (None, None)
+
 
 # A system is another machine: these sections of its overrides replace the site's wholesale
 # (nothing of one machine's device or launcher leaks into another's); other mappings merge.
-REPLACED_BY_SYSTEM = ("device", "node", "resources", "launcher", "price", "network")
+# python_env too: one machine's modules and environment mean nothing on another.
+REPLACED_BY_SYSTEM = ("device", "node", "resources", "launcher", "price", "network", "python_env")
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any], top: bool = False) -> dict[str, Any]:
@@ -416,7 +698,7 @@ def load_site(target: str, sites_dirs: list[Path] | None = None) -> SiteProfile:
         return loc
 
     try:
-        return SiteProfile.model_validate(data)
+        profile = SiteProfile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         if first["type"] == OPTION_ERROR:  # an executor or launcher option: located by SiteProfile._options
@@ -427,3 +709,6 @@ def load_site(target: str, sites_dirs: list[Path] | None = None) -> SiteProfile:
         message = ("unknown field" if first["type"] == "extra_forbidden"
                    else str(first["msg"]).removeprefix("Value error, "))
         raise doc.error(loc, message) from None
+    overrides = ((doc.data.get("systems") or {}).get(system) or {}) if system else {}
+    profile._source = ProfileSource(doc.path, doc.lines, system or None, overrides)
+    return profile

@@ -47,7 +47,8 @@ def test_two_concurrent_submits_submit_each_run_once(workdir: Path, db_url: str)
 
     racers = [_orch(workdir, db_url, "submit", "--json") for _ in range(2)]
     outputs = [r.communicate(timeout=300) for r in racers]
-    assert all(r.returncode == 0 for r in racers), outputs
+    # Each racer submitted some or (exit 1, saying so) none: the other took them all.
+    assert sorted(r.returncode for r in racers) in ([0, 0], [0, 1]), outputs
     submitted = [{s["run_id"] for s in json.loads(out)["submitted"]} for out, _ in outputs]
     assert not (submitted[0] & submitted[1])
     assert len(submitted[0] | submitted[1]) == 24

@@ -188,7 +188,9 @@ def test_submit_for_a_site_with_no_runs(workdir: Path) -> None:
     assert proc.returncode == 2 and "no runs of site sandbox" in proc.stderr
     proc = run_orch("submit", "--sweep", "nosuch", cwd=workdir)
     assert proc.returncode == 2 and "no runs of sweep nosuch" in proc.stderr
-    # Runs of the site exist but none waits: nothing to do is not a mistake.
+    # Runs of the site exist but none waits: not a mistake of the command line (exit 2), but
+    # nothing was submitted (exit 1), and it says where the runs are.
     run_orch("sql", "--write", "UPDATE runs SET status = 'finished'", cwd=workdir, check=True)
     proc = run_orch("submit", "--site", "local", cwd=workdir)
-    assert proc.returncode == 0 and "nothing to submit of site local" in proc.stdout
+    assert proc.returncode == 1 and "nothing to submit of site local" in proc.stderr
+    assert "finished" in proc.stderr

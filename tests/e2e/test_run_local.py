@@ -72,7 +72,9 @@ def test_status_json_and_submit_dry_run(workdir: Path) -> None:
     submitted = json.loads(run_orch("submit", "--sweep", "e2e", "--json", cwd=workdir, check=True).stdout)
     assert len(submitted["submitted"]) == 2
     # A second submit finds nothing left to submit.
-    assert json.loads(run_orch("submit", "--json", cwd=workdir, check=True).stdout)["submitted"] == []
+    again = run_orch("submit", "--json", cwd=workdir)
+    assert again.returncode == 1 and json.loads(again.stdout)["submitted"] == []
+    assert "2 submitted" in json.loads(again.stdout)["nothing_submitted"]
     final = json.loads(run_orch("status", "--watch", "--interval", "0.5", "--json", cwd=workdir, check=True).stdout)
     assert final["counts"] == {"finished": 2} and final["total"] == 2
     assert final["polls"] >= 1 and final["scheduler_calls"]  # jobs were in flight: the executor was asked

@@ -95,7 +95,7 @@ def test_migration_0008_adds_time_predictions(workdir: Path, db_url: str) -> Non
     upgrade(engine, "0007")
     with engine.begin() as conn:
         conn.execute(sa.text("SELECT predicted_peak_gb FROM runs"))
-    upgrade(engine)
+    upgrade(engine, "0008")
     assert current_revision(engine) == "0008"
     inspector = sa.inspect(engine)
     columns = {c["name"] for c in inspector.get_columns("runs")}

@@ -43,3 +43,27 @@ def test_polaris_rehearsal_runs_through_the_emulator(tmp_path: Path) -> None:
     script = rows[0]["script"]
     assert "#PBS -l select=1:system=polaris\n" in script and "#PBS -A myproj\n" in script
     assert "#PBS -l filesystems=home:eagle\n" in script and "#PBS -q debug\n" in script
+
+
+def test_the_probe_passes_on_polaris_through_the_emulator(tmp_path: Path) -> None:
+    """`orch sites probe polaris` with the rehearsal profile: rendered with Polaris's directives, submitted
+    with qsub to the emulator, every check passed; the verdict in `orch sites show` and in SQL."""
+    out = tmp_path / "rehearsal"
+    run_orch("sites", "rehearsal", "polaris", "-o", str(out), cwd=tmp_path, env={"PATH": os.environ["PATH"]},
+             check=True)
+    run_env = {"PATH": f"{out.resolve() / 'pbs-bin'}{os.pathsep}{os.environ['PATH']}",
+               "PBS_EMU_HOME": str(out / "pbs-server"), "ORCH_POLARIS_PROJECT": "myproj"}
+    proc = run_orch("--sites-dir", str(out), "sites", "probe", "polaris", "--json", cwd=tmp_path, env=run_env,
+                    timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    probe = json.loads(proc.stdout)["probes"][0]
+    assert probe["passed"] and probe["job_id"].endswith(".pbs01") and probe["scheduler"] == "pbs", probe["checks"]
+    assert probe["allreduce_backend"] == "gloo" and probe["run_dir_visible"] and probe["nodes"] == 1
+    script = (Path(probe["run_dir"]) / "job.sh").read_text()
+    assert "#PBS -l select=1:system=polaris\n" in script and "#PBS -A myproj\n" in script
+    assert "-m workloads.probe" in script
+    shown = run_orch("--sites-dir", str(out), "sites", "show", "polaris", cwd=tmp_path, env=run_env, check=True)
+    assert f"probe: #{probe['id']} passed" in shown.stdout
+    rows = json.loads(run_orch("sql", "-f", "json", "SELECT site, passed, torch, report FROM site_probes",
+                               cwd=tmp_path, env=run_env, check=True).stdout)
+    assert len(rows) == 1 and rows[0]["passed"] and rows[0]["torch"] and '"probe"' in rows[0]["report"]

@@ -26,7 +26,14 @@ from tests.conftest import run_orch, write
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("ORCH_UPDATE_GOLDEN") == "1"
-ENV = {"ORCH_ACCOUNT": "myproject", "ORCH_QOS": "myqos"}
+ENV = {"ORCH_ACCOUNT": "myproject", "ORCH_QOS": "myqos",
+       # What the profiles' python_env and launcher options read when a plan is made: $HOME (the
+       # documented locations of vendor clones and virtual environments) and the environments a user
+       # must name where no public page documents one (tests/sites/test_profile_envs.py).
+       "HOME": "/home/user", "ORCH_COSMA8_VENV": "/cosma/home/dp000/user/venvs/torch-rocm",
+       "ORCH_JADE2_VENV": "/jmain02/home/user/venvs/torch", "ORCH_PERLMUTTER_CONDA_ENV": "torch",
+       "ORCH_DGX_VENV": "/home/user/venvs/torch", "ORCH_POD16_VENV": "/home/user/venvs/poptorch",
+       "ORCH_POPLAR_SDK": "/opt/graphcore/poplar_sdk-3.3.0"}
 BUILTIN = ["alcf-ai-testbed", "baskerville", "cosma8", "dawn", "jade2", "local", "polaris", "stanage",
            "perlmutter", "sophia", "lumi", "dgx", "gaudi2-cluster", "graphcore-pod16"]
 
@@ -229,6 +236,7 @@ def test_site_specific_requests() -> None:
     assert "srun --nodes=1 --ntasks=1 poprun " in gc and "--num-replicas=16 " in gc
     groq = script("alcf-ai-testbed:groq", 1)
     assert "#PBS -l select=1\n" in groq and "#PBS -l place=excl\n" in groq and "conda activate groqflow\n" in groq
+    assert 'eval "$(/home/user/miniconda3/bin/conda shell.bash hook)"\nconda activate groqflow\n' in groq
     assert "proof_points/computer_vision/resnet50/resnet50.py" in groq
     cs = script("alcf-ai-testbed:cerebras", 1)
     assert " CSX --params orch-params.yaml --num_csx=1 --mode train --model_dir model_dir " in cs

@@ -290,6 +290,16 @@ experiments:
     assert "n" in rows[1]["node_list"] and "," in rows[1]["node_list"] or "[" in rows[1]["node_list"]
 
 
+def test_the_probe_of_the_sandbox_site_crosses_two_nodes(cluster, workdir: Path) -> None:
+    """`orch sites probe sandbox --nodes 2`: every device of two virtual nodes (4 ranks through srun),
+    the all-reduce between them, the run directory seen from both."""
+    proc = run_orch("sites", "probe", "sandbox", "--nodes", "2", "--json", cwd=workdir, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    probe = json.loads(proc.stdout)["probes"][0]
+    assert probe["passed"] and probe["nodes"] == 2 and probe["ranks_requested"] == 4, probe["checks"]
+    assert probe["allreduce_gbs"] > 0 and len({r["node"] for r in probe["report"]["ranks"]}) == 2
+
+
 FAILURES = """\
 name: failures
 retry: {max_attempts: 1}

@@ -247,13 +247,50 @@ def test_a_tiny_run_completes_on_the_twin_with_the_sites_directives(twin: str, t
         real_experiments += (f"  - name: tiny-{index}\n    workload: {workload}\n    sites: [{target}]\n"
                              f"    walltime: \"00:10:00\"\n    grid: {json.dumps(grid)}\n")
     real_sweep = write(tmp_path / "real.yaml", f"name: twin-{twin}\nexperiments:\n{real_experiments}")
-    real = {p.spec.experiment: p.script for p in plan_sweep(parse_sweep(real_sweep), tmp_path / "real", env=ENV)}
+    # The real profiles may require a Python environment the user names (python_env): stand-ins,
+    # as `orch sites check` gives them; only the #SBATCH header is compared.
+    from orchestrator.run.sitecheck import check_env
+
+    real_env: dict[str, str] = dict(ENV)
+    for target in targets:
+        real_env = check_env(load_site(target), real_env)
+    real = {p.spec.experiment: p.script for p in plan_sweep(parse_sweep(real_sweep), tmp_path / "real",
+                                                                 env=real_env)}
     with open_database(db)() as session:
         experiment_of: dict[str, str] = dict(session.execute(text_sql("SELECT id, experiment FROM runs")).all())
     for run in runs:
         script = real[experiment_of[run["id"]]]
         assert script is not None, experiment_of[run["id"]]
         assert _directives(run["script"]) == _directives(script), run["id"]
+
+
+def test_the_probe_passes_on_the_twin(twin: str, tmp_path: Path) -> None:
+    """`orch sites probe` of each target's rehearsal profile on the twin: the site's directives, this
+    machine's CPU; every check passes (two ranks meet, the run directory is seen), the verdict is in
+    `orch sites show` and in SQL. Where the profile has two nodes of two devices (COSMA8), `--nodes 2`
+    too: four ranks over two virtual nodes."""
+    filename, text, _ = rehearsal_profile(twin)
+    sites = tmp_path / "sites"
+    write(sites / filename, text)
+    for target in TWINS[twin]:
+        proc = run_orch("--sites-dir", str(sites), "sites", "probe", target, "--json", "--timeout", "240",
+                        cwd=tmp_path, env=ENV, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        probe = json.loads(proc.stdout)["probes"][0]
+        assert probe["passed"] and probe["target"] == target and probe["run_dir_visible"], probe["checks"]
+        assert probe["allreduce_backend"] == "gloo" and probe["nodes"] == 1 and probe["ranks_requested"] >= 1
+        shown = run_orch("--sites-dir", str(sites), "sites", "show", target, cwd=tmp_path, env=ENV, check=True)
+        assert f"probe: #{probe['id']} passed" in shown.stdout
+    if twin == "cosma8":
+        proc = run_orch("--sites-dir", str(sites), "sites", "probe", twin, "--nodes", "2", "--json", cwd=tmp_path,
+                        env=ENV, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert json.loads(proc.stdout)["probes"][0]["ranks_requested"] == 4
+    rows = json.loads(run_orch("sql", "-f", "json", "SELECT site, system, passed, nodes FROM site_probes ORDER BY id",
+                               cwd=tmp_path, check=True).stdout)
+    assert [(r["site"] + (f":{r['system']}" if r["system"] else "")) for r in rows][:len(TWINS[twin])] == TWINS[twin]
+    assert all(r["passed"] for r in rows) and [r["nodes"] for r in rows] == [1] * len(TWINS[twin]) + (
+        [2] if twin == "cosma8" else [])
 
 
 def test_sites_without_a_slurm_system_have_no_twin(tmp_path: Path) -> None:

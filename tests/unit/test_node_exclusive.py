@@ -54,7 +54,8 @@ def test_a_queue_for_partial_nodes_is_not_asked_for_a_whole_node(workdir: Path) 
     sweep = write(workdir / "j.yaml", "name: j\nexperiments:\n  - name: one\n    workload: gemm\n"
                                       "    sites: [jade2]\n    grid: {devices: [1, 4], m: 256}\n")
     out = json.loads(run_orch("plan", str(sweep), "--show", "--json", cwd=workdir,
-                              env={"ORCH_ACCOUNT": "proj"}, check=True).stdout)
+                              env={"ORCH_ACCOUNT": "proj", "ORCH_JADE2_VENV": "/jmain02/home/u/venv"},
+                              check=True).stdout)  # JADE2's Python is the user's (sites/jade2.yaml python_env)
     by_devices = {row["devices"]: out["scripts"][row["run_id"]] for row in out["runs"]}
     assert "#SBATCH --partition=small" in by_devices[1] and "--exclusive" not in by_devices[1]
     assert "#SBATCH --partition=big" in by_devices[4] and "#SBATCH --exclusive\n" in by_devices[4]

@@ -34,7 +34,9 @@ EXAMPLES = sorted((REPO / "examples").glob("[ABC][0-9]-*.yaml"))
 BUILTIN = ["alcf-ai-testbed", "baskerville", "cosma8", "dawn", "jade2", "local", "polaris", "stanage"]
 # Every site's account and QoS, so that no run is skipped for want of one.
 ENV = {"ORCH_ACCOUNT": "proj", "ORCH_QOS": "qos", "ORCH_POLARIS_PROJECT": "proj",
-       "ORCH_AI_TESTBED_PROJECT": "proj", "OMP_NUM_THREADS": "1"}
+       "ORCH_AI_TESTBED_PROJECT": "proj", "OMP_NUM_THREADS": "1",
+       # The environments a user must name where no public page documents one (profiles' python_env).
+       "ORCH_COSMA8_VENV": "/cosma/home/dp000/user/venv", "ORCH_JADE2_VENV": "/jmain02/home/user/venv"}
 VENDOR_HELPERS = {"orchestrator.sites.vendors.capture", "orchestrator.sites.vendors.params"}
 
 

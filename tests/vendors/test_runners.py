@@ -15,7 +15,8 @@ from orchestrator.predict.formulas import formula_for
 from orchestrator.sites.profiles import load_site
 from orchestrator.sites.vendors.base import runner_for
 
-ENV = {"ORCH_AI_TESTBED_PROJECT": "proj"}
+# $HOME: where the ALCF pages put the vendors' clones and environments (read when a plan is made).
+ENV = {"ORCH_AI_TESTBED_PROJECT": "proj", "HOME": "/home/user"}
 
 
 def plan(system: str, workload: str, precision: str, devices: int = 1, batch: int | None = None,
@@ -53,7 +54,8 @@ def test_cerebras_writes_the_runs_values_into_the_model_zoos_params() -> None:
     assert {"train_input.batch_size=16", "model.num_hidden_layers=1", "model.hidden_size=1600", "model.num_heads=25",
             "model.fp16_type=bfloat16", "runconfig.max_steps=25", "runconfig.log_steps=1"} <= set(sets)
     assert params[params.index("--base") + 1].endswith("models/nlp/gpt2/configs/params_gpt2_xl.yaml")
-    assert run[6:9] == ["python", "modelzoo/src/cerebras/modelzoo/models/nlp/gpt2/run.py", "CSX"]
+    assert run[6:9] == ["python", "/home/user/R_2.4.0/modelzoo/src/cerebras/modelzoo/models/nlp/gpt2/run.py", "CSX"]
+    assert run[run.index("--python_paths") + 1] == "/home/user/R_2.4.0/modelzoo/src"
     assert "--num_csx=1" in run and run[run.index("--params") + 1] == "orch-params.yaml"
     assert adapt[adapt.index("--batch-size") + 1] == "16" and adapt[adapt.index("--warmup") + 1] == "5"
 
@@ -71,7 +73,7 @@ def test_graphcore_replicas_and_the_partition_named_at_run_time() -> None:
 
 def test_groq_runs_the_proof_point() -> None:
     (run, adapt) = commands(plan("groq", "distilbert", "fp16", batch=1, seq=128))
-    assert run[-1] == "groqflow/proof_points/natural_language_processing/distilbert/distilbert.py"
+    assert run[-1] == "/home/user/groqflow/proof_points/natural_language_processing/distilbert/distilbert.py"
     assert adapt[2] == "orchestrator.sites.vendors.groq"
 
 

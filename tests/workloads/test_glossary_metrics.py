@@ -28,6 +28,7 @@ CONFIGS: dict[str, list[str]] = {
     "genslm": ["--model", "tiny", "--batch-size", "2", "--seq-len", "48", "--num-sequences", "4", "--epochs", "2",
                "--warmup", "0"],
     "allreduce": ["--sizes", "64,128", "--peak-link-gbs", "10", *QUICK],
+    "probe": ["--device", "cpu", "--elements", "64", *QUICK],
     "unet": ["--size", "tiny", "--batch-size", "1", *QUICK],
     "resnet50": ["--size", "tiny", "--batch-size", "2", "--mode", "inference", *QUICK],
     "bert": ["--size", "tiny", "--batch-size", "2", "--seq-len", "16", "--max-predictions", "4", *QUICK],

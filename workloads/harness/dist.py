@@ -167,8 +167,9 @@ def backend_for(device_type: str) -> str:
 
 
 def init(denv: DistEnv, device_type: str, torch_device: torch.device | None = None,
-         *, force: bool = False) -> str | None:
-    """Join the process group when there is more than one rank (or ``force``); returns the backend."""
+         *, force: bool = False, timeout: timedelta | None = None) -> str | None:
+    """Join the process group when there is more than one rank (or ``force``); returns the backend.
+    ``timeout`` (default 10 minutes) bounds the wait for the other ranks and each collective."""
     if not denv.distributed and not force:
         return None
     if dist.is_initialized():
@@ -188,18 +189,20 @@ def init(denv: DistEnv, device_type: str, torch_device: torch.device | None = No
     if device_type == "cuda" and torch_device is not None:
         kwargs["device_id"] = torch_device  # binds NCCL to the device, avoids a guess in barrier()
     dist.init_process_group(backend=backend, rank=denv.rank, world_size=denv.world_size,
-                            timeout=timedelta(minutes=10), **kwargs)
+                            timeout=timeout or timedelta(minutes=10), **kwargs)
     return backend
 
 
-def init_local(device_type: str, torch_device: torch.device | None = None) -> str:
+def init_local(device_type: str, torch_device: torch.device | None = None,
+               timeout: timedelta | None = None) -> str:
     """A one-rank group on this host, for code that needs a group even alone (FSDP, DeepSpeed)."""
     import socket
 
     with socket.socket() as sock:  # a free port for the one-rank rendezvous
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
-    return str(init(DistEnv(0, 1, 0, "single", "127.0.0.1", port), device_type, torch_device, force=True))
+    return str(init(DistEnv(0, 1, 0, "single", "127.0.0.1", port), device_type, torch_device, force=True,
+                    timeout=timeout))
 
 
 def is_active() -> bool:

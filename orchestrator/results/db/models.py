@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from orchestrator.states import FailureClass, RunState
@@ -204,4 +204,42 @@ class ReferenceFigure(Base):
     value: Mapped[float] = mapped_column(Float)
     tolerance: Mapped[float] = mapped_column(Float)
     source: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SiteProbe(Base):
+    """One ``orch sites probe`` job (migration 0009): what a compute node showed for one version of a
+    site's profile (``profile_hash``: orchestrator/sites/fingerprint.py). A check's column is NULL where
+    the probe could not find out; ``checks`` holds every check's outcome, detail and fix, ``report``
+    the probe program's own report (workloads/probe.py)."""
+
+    __tablename__ = "site_probes"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    site: Mapped[str] = mapped_column(String(100), index=True)
+    system: Mapped[str | None] = mapped_column(String(100))
+    profile_hash: Mapped[str] = mapped_column(String(64), index=True)
+    profile_path: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(20), index=True)  # a ProbeState (orchestrator/states.py)
+    scheduler: Mapped[str] = mapped_column(String(20))
+    job_id: Mapped[str | None] = mapped_column(String(100))
+    run_dir: Mapped[str] = mapped_column(Text)
+    token: Mapped[str] = mapped_column(String(64))  # what the marker file says (the job reads it back)
+    nodes_requested: Mapped[int] = mapped_column(Integer)
+    ranks_requested: Mapped[int] = mapped_column(Integer)
+    submitted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    passed: Mapped[bool | None] = mapped_column(Boolean)
+    failed_checks: Mapped[str | None] = mapped_column(Text)  # comma-separated check names
+    python: Mapped[str | None] = mapped_column(Text)  # "<version> <executable>"
+    torch: Mapped[str | None] = mapped_column(String(100))  # version, or "absent"
+    deepspeed: Mapped[str | None] = mapped_column(String(100))  # version, or "absent"
+    devices: Mapped[str | None] = mapped_column(Text)  # "<count> x <type>: <names>"
+    allreduce_gbs: Mapped[float | None] = mapped_column(Float)  # bus bandwidth of the all-reduce
+    allreduce_backend: Mapped[str | None] = mapped_column(String(20))
+    nodes: Mapped[int | None] = mapped_column(Integer)  # distinct nodes the ranks ran on
+    run_dir_visible: Mapped[bool | None] = mapped_column(Boolean)
+    modules: Mapped[str | None] = mapped_column(Text)  # $LOADEDMODULES, space-separated
+    hostnames: Mapped[str | None] = mapped_column(Text)  # the ranks' hosts, space-separated
+    checks: Mapped[str | None] = mapped_column(Text)  # JSON list: name, ok, value, detail, fix
+    report: Mapped[str | None] = mapped_column(Text)  # the probe's JSON report as it came back
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

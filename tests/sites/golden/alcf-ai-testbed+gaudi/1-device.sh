@@ -6,6 +6,10 @@
 # Devices: 1; walltime budget 00:30:00 (not enforced here).
 exec >>/scratch/orch/runs/1-device/stdout.log 2>>/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /home/user/habanalabs-venv/bin/activate
+set -u
+export GC_KERNEL_PATH=/usr/lib/habanalabs/libtpc_kernels.so
 export ORCH_RUN_ID=ef8e4e6a02c48e1b
 export ORCH_RUN_DIR=/scratch/orch/runs/1-device
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

@@ -6,6 +6,10 @@
 # Devices: 8; walltime budget 00:30:00 (not enforced here).
 exec >>/scratch/orch/runs/1-node/stdout.log 2>>/scratch/orch/runs/1-node/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /home/user/habanalabs-venv/bin/activate
+set -u
+export GC_KERNEL_PATH=/usr/lib/habanalabs/libtpc_kernels.so
 export ORCH_RUN_ID=769b8366149abfd8
 export ORCH_RUN_DIR=/scratch/orch/runs/1-node
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

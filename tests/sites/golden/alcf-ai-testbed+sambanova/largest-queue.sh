@@ -9,6 +9,9 @@
 #SBATCH --output=/scratch/orch/runs/largest-queue/stdout.log
 #SBATCH --error=/scratch/orch/runs/largest-queue/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /opt/sambaflow/apps/nlp/transformers_on_rdu/venv/bin/activate
+set -u
 export ORCH_RUN_ID=7711bd803efec79b
 export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

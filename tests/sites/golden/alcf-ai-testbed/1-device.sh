@@ -10,6 +10,9 @@
 #SBATCH --output=/scratch/orch/runs/1-device/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /opt/sambaflow/apps/nlp/transformers_on_rdu/venv/bin/activate
+set -u
 export ORCH_RUN_ID=0a96dd3fb704d6c9
 export ORCH_RUN_DIR=/scratch/orch/runs/1-device
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

@@ -9,6 +9,9 @@
 #SBATCH --output=/scratch/orch/runs/1-node/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-node/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /opt/sambaflow/apps/nlp/transformers_on_rdu/venv/bin/activate
+set -u
 export ORCH_RUN_ID=09d731d31c1455b0
 export ORCH_RUN_DIR=/scratch/orch/runs/1-node
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

@@ -9,6 +9,9 @@
 #SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
 #SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /opt/sambaflow/apps/nlp/transformers_on_rdu/venv/bin/activate
+set -u
 export ORCH_RUN_ID=915bf1c4f7dce464
 export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

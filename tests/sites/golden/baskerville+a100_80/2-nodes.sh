@@ -13,10 +13,11 @@
 #SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
 #SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
 set -euo pipefail
-set +u  # module and conda scripts read unset variables
+set +u  # module, conda and venv activation scripts read unset variables
 module purge
 module load baskerville
 module load bask-apps/live
+module load PyTorch/2.1.2-foss-2022b-CUDA-11.8.0
 set -u
 export ORCH_RUN_ID=d65b3e9e3d309fa9
 export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes

@@ -11,6 +11,9 @@
 #SBATCH --output=/scratch/orch/runs/1-device/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /cosma/home/dp000/user/venvs/torch-rocm/bin/activate
+set -u
 export ORCH_RUN_ID=abc338126959a626
 export ORCH_RUN_DIR=/scratch/orch/runs/1-device
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

@@ -10,6 +10,9 @@
 #SBATCH --output=/scratch/orch/runs/1-node/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-node/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /cosma/home/dp000/user/venvs/torch-rocm/bin/activate
+set -u
 export ORCH_RUN_ID=54546f316e3be461
 export ORCH_RUN_DIR=/scratch/orch/runs/1-node
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

@@ -12,9 +12,13 @@
 #SBATCH --output=/scratch/orch/runs/1-node/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-node/stderr.log
 set -euo pipefail
-set +u  # module and conda scripts read unset variables
+set +u  # module, conda and venv activation scripts read unset variables
+module purge
 module load rhel9/default-dawn
 module load intel-oneapi-ccl intel-oneapi-mpi intel-oneapi-mkl
+module load intelpython-conda/2025.0
+eval "$(conda shell.bash hook)"
+conda activate pytorch-gpu-2.3.1
 set -u
 export ZE_FLAT_DEVICE_HIERARCHY=FLAT
 export CCL_ATL_TRANSPORT=ofi

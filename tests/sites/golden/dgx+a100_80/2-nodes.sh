@@ -11,6 +11,9 @@
 #SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
 #SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /home/user/venvs/torch/bin/activate
+set -u
 export ORCH_RUN_ID=e6cae3febb4ed76d
 export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

@@ -12,6 +12,9 @@
 #SBATCH --output=/scratch/orch/runs/1-device/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /home/user/venvs/torch/bin/activate
+set -u
 export ORCH_RUN_ID=69ce021db213d2ac
 export ORCH_RUN_DIR=/scratch/orch/runs/1-device
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

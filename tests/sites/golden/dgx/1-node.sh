@@ -11,6 +11,9 @@
 #SBATCH --output=/scratch/orch/runs/1-node/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-node/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /home/user/venvs/torch/bin/activate
+set -u
 export ORCH_RUN_ID=f15a746942de5e42
 export ORCH_RUN_DIR=/scratch/orch/runs/1-node
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

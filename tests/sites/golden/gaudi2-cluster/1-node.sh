@@ -12,6 +12,10 @@
 #SBATCH --output=/scratch/orch/runs/1-node/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-node/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /home/user/habanalabs-venv/bin/activate
+set -u
+export GC_KERNEL_PATH=/usr/lib/habanalabs/libtpc_kernels.so
 export ORCH_RUN_ID=6f53a63b2093eb90
 export ORCH_RUN_DIR=/scratch/orch/runs/1-node
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

@@ -12,6 +12,10 @@
 #SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
 #SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /home/user/habanalabs-venv/bin/activate
+set -u
+export GC_KERNEL_PATH=/usr/lib/habanalabs/libtpc_kernels.so
 export ORCH_RUN_ID=c0d1120ead8a0c83
 export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

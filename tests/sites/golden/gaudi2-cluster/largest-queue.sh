@@ -12,6 +12,10 @@
 #SBATCH --output=/scratch/orch/runs/largest-queue/stdout.log
 #SBATCH --error=/scratch/orch/runs/largest-queue/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /home/user/habanalabs-venv/bin/activate
+set -u
+export GC_KERNEL_PATH=/usr/lib/habanalabs/libtpc_kernels.so
 export ORCH_RUN_ID=4e50a594c476117c
 export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

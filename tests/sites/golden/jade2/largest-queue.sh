@@ -10,6 +10,9 @@
 #SBATCH --output=/scratch/orch/runs/largest-queue/stdout.log
 #SBATCH --error=/scratch/orch/runs/largest-queue/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /jmain02/home/user/venvs/torch/bin/activate
+set -u
 export ORCH_RUN_ID=aab48d6fd29a31b1
 export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

@@ -12,6 +12,10 @@
 #SBATCH --output=/scratch/orch/runs/1-device/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+module use /appl/local/csc/modulefiles/
+module load pytorch/2.5
+set -u
 export ORCH_RUN_ID=ab2713ea9fa91ddf
 export ORCH_RUN_DIR=/scratch/orch/runs/1-device
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

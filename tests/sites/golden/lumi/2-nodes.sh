@@ -11,6 +11,10 @@
 #SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
 #SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+module use /appl/local/csc/modulefiles/
+module load pytorch/2.5
+set -u
 export ORCH_RUN_ID=c66ce9d080271cec
 export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

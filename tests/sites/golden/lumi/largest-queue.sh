@@ -11,6 +11,10 @@
 #SBATCH --output=/scratch/orch/runs/largest-queue/stdout.log
 #SBATCH --error=/scratch/orch/runs/largest-queue/stderr.log
 set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+module use /appl/local/csc/modulefiles/
+module load pytorch/2.5
+set -u
 export ORCH_RUN_ID=f6237db10c0a0624
 export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue
 export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"

@@ -13,8 +13,10 @@
 #SBATCH --output=/scratch/orch/runs/1-device/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail
-set +u  # module and conda scripts read unset variables
+set +u  # module, conda and venv activation scripts read unset variables
 module load conda
+eval "$(conda shell.bash hook)"
+conda activate torch
 set -u
 export ORCH_RUN_ID=6ce5f67934a898f3
 export ORCH_RUN_DIR=/scratch/orch/runs/1-device

@@ -13,8 +13,10 @@
 #SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
 #SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
 set -euo pipefail
-set +u  # module and conda scripts read unset variables
+set +u  # module, conda and venv activation scripts read unset variables
 module load conda
+eval "$(conda shell.bash hook)"
+conda activate torch
 set -u
 export ORCH_RUN_ID=9f135d8523a1c0fd
 export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes

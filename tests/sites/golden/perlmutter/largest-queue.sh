@@ -13,8 +13,10 @@
 #SBATCH --output=/scratch/orch/runs/largest-queue/stdout.log
 #SBATCH --error=/scratch/orch/runs/largest-queue/stderr.log
 set -euo pipefail
-set +u  # module and conda scripts read unset variables
+set +u  # module, conda and venv activation scripts read unset variables
 module load conda
+eval "$(conda shell.bash hook)"
+conda activate torch
 set -u
 export ORCH_RUN_ID=6c1943cb2d0f9ea9
 export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue

@@ -12,13 +12,19 @@
 # queue prod routes this run to its large tier
 exec >>/scratch/orch/runs/largest-queue/stdout.log 2>>/scratch/orch/runs/largest-queue/stderr.log
 set -euo pipefail
-set +u  # module and conda scripts read unset variables
+set +u  # module, conda and venv activation scripts read unset variables
 module use /soft/modulefiles
 module load conda
-conda activate
+eval "$(conda shell.bash hook)"
+conda activate base
 set -u
-export NCCL_NET='AWS Libfabric'
+export LD_LIBRARY_PATH=/soft/libraries/hwloc/lib/:/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NET_GDR_LEVEL=PHB
 export NCCL_CROSS_NIC=1
+export NCCL_COLLNET_ENABLE=1
+export NCCL_NET='AWS Libfabric'
+export FI_CXI_DISABLE_HOST_REGISTER=1
+export FI_MR_CACHE_MONITOR=userfaultfd
 export FI_CXI_DEFAULT_CQ_SIZE=131072
 export ORCH_RUN_ID=5973ecac80811bde
 export ORCH_RUN_DIR=/scratch/orch/runs/largest-queue

@@ -11,10 +11,11 @@
 #PBS -e /scratch/orch/runs/1-device/pbs.stderr
 exec >>/scratch/orch/runs/1-device/stdout.log 2>>/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail
-set +u  # module and conda scripts read unset variables
+set +u  # module, conda and venv activation scripts read unset variables
 . /etc/profile
 module use /soft/modulefiles
 module load conda
+eval "$(conda shell.bash hook)"
 conda activate base
 set -u
 export ORCH_RUN_ID=39634bc517cefcd9

@@ -10,10 +10,11 @@
 #PBS -e /scratch/orch/runs/largest-queue/pbs.stderr
 exec >>/scratch/orch/runs/largest-queue/stdout.log 2>>/scratch/orch/runs/largest-queue/stderr.log
 set -euo pipefail
-set +u  # module and conda scripts read unset variables
+set +u  # module, conda and venv activation scripts read unset variables
 . /etc/profile
 module use /soft/modulefiles
 module load conda
+eval "$(conda shell.bash hook)"
 conda activate base
 set -u
 export ORCH_RUN_ID=fd986e8f1fc20d5f

@@ -13,8 +13,11 @@
 #SBATCH --output=/scratch/orch/runs/1-device/stdout.log
 #SBATCH --error=/scratch/orch/runs/1-device/stderr.log
 set -euo pipefail
-set +u  # module and conda scripts read unset variables
-module load Anaconda3 cuDNN/8.9.2.26-CUDA-12.1.1
+set +u  # module, conda and venv activation scripts read unset variables
+module load Anaconda3/2022.10
+module load cuDNN/8.9.2.26-CUDA-12.1.1
+eval "$(conda shell.bash hook)"
+conda activate pytorch
 set -u
 export ORCH_RUN_ID=2cf2d67096da3658
 export ORCH_RUN_DIR=/scratch/orch/runs/1-device
