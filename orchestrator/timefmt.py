@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 
 _CLOCK = re.compile(r"^(?:(\d+)-)?(\d+):(\d{1,2}):(\d{1,2})$")
+# No batch queue runs a job for a year; a larger walltime, written as a 20-digit number of
+# minutes, overflowed the database's 64-bit column at `orch plan` (after `--dry-run` passed).
+MAX_WALLTIME_S = 366 * 24 * 3600
 
 
 def parse_walltime(value: str | int) -> int:
@@ -14,6 +17,8 @@ def parse_walltime(value: str | int) -> int:
     if isinstance(value, int):
         if value <= 0:
             raise ValueError("walltime must be positive")
+        if value * 60 > MAX_WALLTIME_S:
+            raise ValueError(f"walltime {value} minutes is more than a year: expected at most {MAX_WALLTIME_S // 60}")
         return value * 60
     match = _CLOCK.match(str(value).strip())
     if not match:
@@ -24,6 +29,8 @@ def parse_walltime(value: str | int) -> int:
     total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
     if total <= 0:
         raise ValueError("walltime must be positive")
+    if total > MAX_WALLTIME_S:
+        raise ValueError(f"walltime {value!r} is more than a year (at most 366-00:00:00)")
     return total
 
 

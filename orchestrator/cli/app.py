@@ -20,6 +20,7 @@ import typer
 from orchestrator import __version__, paths
 from orchestrator.cli.output import console, err_console, print_json, print_rows, print_table, trace_progress
 from orchestrator.errors import UserError
+from orchestrator.escape import printable
 from orchestrator.states import AttemptState, RunState
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]
     # device's fixed cost, which the memory check adds).
     # step_s, run_s: the time model's predicted step and steps-of-the-run seconds (orchestrator/predict/perfmodel/).
     # mem_from: what mem_gb came from: trace (the program on fake tensors), trace+model (DeepSpeed:
-    # its traced forward/backward and a calibrated model of its engine) or formula.
+    # its traced forward/backward and its documented sharded states and buffers) or formula.
     columns = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "mem_gb", "mem_from",
                "step_s", "run_s", "nodes", "queue", "tier", "status", "new", "reason"]
     rows: list[list[object]] = []
@@ -168,7 +169,7 @@ def _print_lints(plans: list["PlannedRun"], loaded: Any) -> list[dict[str, Any]]
 
     lints = lint_plan(plans, loaded)
     for lint in lints:
-        err_console.print(lint.text(), markup=False, highlight=False, soft_wrap=True)
+        err_console.print(printable(lint.text()), markup=False, highlight=False, soft_wrap=True)
     return [lint.as_json() for lint in lints]
 
 
@@ -234,14 +235,14 @@ $ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses 
     elif len(plans) > SUMMARY_ABOVE and not show:
         console.print(f"sweep {loaded.sweep.name}", markup=False, highlight=False)
         for line in summary(plans, columns, rows):
-            console.print(line, markup=False, highlight=False, overflow="ellipsis", no_wrap=True, crop=True)
+            console.print(printable(line), markup=False, highlight=False, overflow="ellipsis", no_wrap=True, crop=True)
     else:
         print_table(columns, rows, title=f"sweep {loaded.sweep.name}")
     if show:
         for p in plans:
             if p.script:
-                console.rule(f"{p.spec.id}  {p.files.script}")
-                console.print(p.script, markup=False, highlight=False)
+                console.rule(printable(f"{p.spec.id}  {p.files.script}"))
+                console.print(printable(p.script), markup=False, highlight=False)
     from orchestrator.plan.cost import campaign_cost
 
     for line in campaign_cost(plans).lines():
@@ -251,7 +252,7 @@ $ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses 
     console.print(f"{len(plans)} runs: {len(plans) - skipped} runnable, {skipped} skipped; "
                   f"{verb} {new if not dry_run else sum(p.new for p in plans)} new.")
     for line in recorded.lines() if recorded else []:
-        console.print(f"re-planned: {line}", markup=False, highlight=False)
+        console.print(printable(f"re-planned: {line}"), markup=False, highlight=False)
 
 
 # ---------------------------------------------------------------- submit / status / run
@@ -403,6 +404,17 @@ def _retry_ids(c: Context, sweep: str | None, site: str | None) -> list[str]:
         return list(session.scalars(query))
 
 
+MAX_INTERVAL_S = 86_400  # orchestrator.cli.follow.MAX_INTERVAL_S (not imported: start-up time)
+
+
+def _check_interval(interval: float) -> None:
+    """Seconds between polls: a negative one made time.sleep() raise, nan and inf one a traceback
+    or a poll that never comes."""
+    if not 0 < interval <= MAX_INTERVAL_S:  # nan compares False with everything
+        raise UserError(f"--interval {interval}: expected seconds between polls, more than 0 and at most "
+                        f"{MAX_INTERVAL_S:,} (a day)")
+
+
 @app.command()
 def status(
     ctx: typer.Context,
@@ -418,6 +430,7 @@ def status(
     """
     from orchestrator.results.db.state import needs_follow, state_counts
 
+    _check_interval(interval)
     c = ctx_obj(ctx)
     if needs_follow(c.engine, sweep, site):
         executors = c.executors()
@@ -483,6 +496,7 @@ def run(
 
     With [bold]--site S[/bold] only the sweep's runs on S are submitted; a site the sweep does not
     name is refused (exit 2), and exit 1 when every run on it is skipped."""
+    _check_interval(interval)  # before anything is planned or submitted
     from sqlalchemy import text
 
     from orchestrator.plan.record import plan_sweep, record_plan
@@ -537,6 +551,10 @@ def run(
 
 # ---------------------------------------------------------------- sql
 
+# A query file is a page of SQL; anything far larger is not one.
+SQL_FILE_LIMIT = 16 * 1024 * 1024
+
+
 @app.command()
 def sql(
     ctx: typer.Context,
@@ -561,10 +579,17 @@ def sql(
     if (query is None) == (file is None):
         raise UserError("give a query or --file FILE (one of them)")
     if file is not None:
+        from orchestrator.safefile import RefusedFile, read_regular
+
         try:
-            query = file.read_text()
+            # Never open() a FIFO or device blindly: one without a writer hangs orch for good.
+            query = read_regular(file, SQL_FILE_LIMIT).decode("utf-8")
+        except RefusedFile as exc:
+            raise UserError(f"{file}: {exc}") from None
         except OSError as exc:
             raise UserError(f"{file}: cannot read ({exc.strerror})") from None
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{file}: not UTF-8 text ({exc.reason})") from None
     assert query is not None
     c = ctx_obj(ctx)
     engine = c.engine if write else open_engine(c.db_url, read_only=True)
@@ -607,6 +632,8 @@ def export(
         raise UserError(f"--view: expected one of {', '.join(EXPORTABLE)}, got {view!r}")
     if fmt == "parquet" and output is None:
         raise UserError("--format parquet needs --output FILE")
+    if output is not None and (output.is_dir() or str(output).endswith(("/", os.sep))):
+        raise UserError(f"--output {output}: a folder; expected the file to write")
     c = ctx_obj(ctx)
     query = f"SELECT * FROM {view}" + (" WHERE sweep = :sweep" if sweep else "")
     with c.sessions() as session:
@@ -623,7 +650,10 @@ def export(
 
         table = pa.table({name: [jsonable(row[i]) for row in rows] for i, name in enumerate(columns)})
         assert output is not None
-        pq.write_table(table, output)
+        try:
+            pq.write_table(table, output)
+        except OSError as exc:  # a missing folder, no permission, disk full
+            raise UserError(f"--output {output}: cannot write: {exc}") from None
         err_console.print(f"wrote {len(rows)} row(s) to {output}")
         return
     if output is None:
@@ -635,7 +665,10 @@ def export(
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         print_rows(columns, rows, fmt)
-    output.write_text(buffer.getvalue())
+    try:
+        output.write_text(buffer.getvalue())
+    except OSError as exc:  # a missing folder, no permission, disk full
+        raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
     err_console.print(f"wrote {len(rows)} row(s) to {output}")
 
 
@@ -669,13 +702,22 @@ def sites_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
     c = ctx_obj(ctx)
     rows = []
+    broken: list[UserError] = []
     for name in available_sites(c.sites_dirs):
-        profile = load_site(name, c.sites_dirs)
+        try:
+            profile = load_site(name, c.sites_dirs)
+        except UserError as exc:  # one bad profile in --sites-dir is its own error, not every site's
+            broken.append(exc)
+            continue
         rows.append([name, profile.scheduler, profile.device.model, profile.device.per_node, profile.max_nodes,
                      ", ".join(q.label for q in profile.queues), ", ".join(profile.systems),
                      str(find_site_file(name, c.sites_dirs))])
     columns = ["site", "scheduler", "device", "devices_per_node", "max_nodes", "queues", "systems", "file"]
     print_rows(columns, rows, "json" if as_json else "table")
+    for problem in broken:
+        err_console.print(printable(f"error: {problem}"), markup=False, highlight=False, soft_wrap=True)
+    if broken:
+        raise typer.Exit(2)
 
 
 @sites_app.command("show")
@@ -938,11 +980,25 @@ def _reflow_help(typer_app: typer.Typer) -> None:
             _reflow_help(group.typer_instance)
 
 
+def _check_argv(argv: list[str]) -> None:
+    """Refuse an argument that is not UTF-8: Python hands it over with lone surrogates in place of
+    its bytes, which no database, file name, terminal or log line of orch can encode (a
+    UnicodeEncodeError wherever it went first)."""
+    for index, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = arg.encode("utf-8", "surrogateescape")
+            raise UserError(f"argument {index} ({ascii(raw)[2:-1]}): not valid UTF-8; orch reads its arguments "
+                            "as UTF-8 text (rename the file, or set a UTF-8 locale)") from None
+
+
 def main() -> None:
     try:
+        _check_argv(sys.argv[1:])
         app()  # standalone: click prints usage errors itself and exits 2
-    except UserError as exc:
-        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+    except UserError as exc:  # its message may quote a value: escaped, never acted on by the terminal
+        err_console.print(printable(f"error: {exc}"), markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(exc.exit_code) from None
     except Exception as exc:
         # The database refused (read-only file, disk full, gone away): SQLAlchemy's OperationalError.

@@ -16,6 +16,10 @@ from orchestrator import paths
 from orchestrator.cli.output import console, print_json
 from orchestrator.errors import UserError
 
+# time.sleep() refuses what does not fit a C timeout (OverflowError); a day between polls is
+# already no follower.
+MAX_INTERVAL_S = 86_400
+
 follow_app = typer.Typer(no_args_is_help=True, help=(
     "Follow a campaign in the background, past logout: [bold]orch follow start[/bold] runs `orch status "
     "--watch` detached (its own session, a pid file and a log under .orch/), until no run is active. Where "
@@ -48,8 +52,9 @@ def follow_start(
     from orchestrator.run import detach
 
     c = _context(ctx)
-    if interval < 1:
-        raise UserError(f"--interval {interval}: expected at least 1 second between polls")
+    if not 1 <= interval <= MAX_INTERVAL_S:  # nan compares False with everything
+        raise UserError(f"--interval {interval}: expected at least 1 second between polls, "
+                        f"at most {MAX_INTERVAL_S:,} (a day)")
     args = ["status", "--watch", "--interval", str(interval)]
     args += [a for opt, value in (("--sweep", sweep), ("--site", site)) if value for a in (opt, value)]
     args = [a for d in c.sites_dirs for a in ("--sites-dir", str(Path(d).resolve()))] + args

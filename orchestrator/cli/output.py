@@ -14,6 +14,9 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from orchestrator.escape import one_line
 
 
 def _console(stderr: bool = False) -> Console:
@@ -80,7 +83,9 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: st
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*(fmt(v) for v in row))
+        # Text, not markup: a value's "[...]" is printed as written, and its control characters
+        # (a terminal escape sequence in a value) escaped, never acted on.
+        table.add_row(*(Text(one_line(fmt(v))) for v in row))
     console.print(table)
 
 

@@ -48,8 +48,9 @@ def predict(
     NVLink/xGMI domain, then inter-node bandwidth per device). Overlap: data-parallel
     gradient reduction hides under the last backward but for one 25 MB bucket; ZeRO-1/2's
     parameter all-gather after the optimizer does not; ZeRO-3's gathers are prefetched;
-    tensor-parallel, context-parallel and pipeline transfers are never hidden. Memory: model states per ZeRO
-    stage, Korthikanti's activations (fused attention), logits, the device's fixed cost.
+    tensor-parallel, context-parallel and pipeline transfers are never hidden. Memory: what `orch plan`
+    predicts for the gpt2 run of the layout (traced from the program where it can be, else the
+    workload's formula), plus the device's fixed cost.
     Efficiency factors: per-device-type defaults, or those `orch calibrate` fitted. MFU uses
     6N + 12*L*h*s model FLOPs per token. Estimates to rank layouts, not promises.
     """
@@ -83,11 +84,14 @@ def calibrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit the time model's efficiency factors (matmul, memory, network fractions of the datasheet,
-    launch cost per op) to the measured step times of completed runs, per site and device.
+    launch cost per op, fixed cost per step) to the measured step times of completed runs, per
+    site and device.
 
     Stored in .orch/calibration.yaml; `orch predict` and `orch plan` use them from then on for
-    that site's device. Prints the mean step-time error (|predicted - measured| / measured) of
-    the runs before and after the fit.
+    that site's device. A fit of n runs frees at most n - 1 factors (matmul first, then the step
+    and op overheads, memory, network), each pulled towards its default; a single run is refused.
+    Prints the mean step-time error (|predicted - measured| / measured) of the runs before and
+    after the fit, and the leave-one-out error (each run predicted by a fit on the others).
     """
     from orchestrator.predict.calibrate import COLUMNS
     from orchestrator.predict.calibrate import calibrate as run_calibrate

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+from orchestrator import paths
 from orchestrator.errors import SourceError
 from orchestrator.plan.resolve import over_walltime
 from orchestrator.registry import Registry
@@ -483,13 +484,20 @@ def runs_on_node_local_storage(use: SiteUse) -> Iterator[Lint]:
         return
     run_dir = use.runs[0].run_dir
     root = node_local_root(run_dir)
-    if root is None:
-        return
-    runs_root = str(Path(run_dir).parent.parent)
-    yield use.at(("scheduler",), (
-        f"run directories under {runs_root} are on this host's node-local storage ({root}): a "
-        f"{use.profile.scheduler} job on a compute node cannot see them; put ORCH_HOME on a file system the "
-        "nodes share (home, project), or set node_local_ok: true here if the nodes run on this host"))
+    if root is not None:
+        runs_root = str(Path(run_dir).parent.parent)
+        yield use.at(("scheduler",), (
+            f"run directories under {runs_root} are on this host's node-local storage ({root}): a "
+            f"{use.profile.scheduler} job on a compute node cannot see them; put ORCH_HOME on a file system the "
+            "nodes share (home, project), or set node_local_ok: true here if the nodes run on this host"))
+    # The jobs import the workloads package from this checkout (it goes on their PYTHONPATH).
+    checkout = paths.workloads_root()
+    root = node_local_root(checkout)
+    if root is not None:
+        yield use.at(("scheduler",), (
+            f"the checkout the jobs import workloads from ({checkout}) is on this host's node-local storage "
+            f"({root}): a {use.profile.scheduler} job on a compute node cannot import it; clone orch on a file "
+            "system the nodes share (home, project)"))
 
 
 # ---------------------------------------------------------------- over-walltime

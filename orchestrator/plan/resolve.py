@@ -15,6 +15,7 @@ from orchestrator import paths
 from orchestrator.errors import UserError
 from orchestrator.plan.expand import RunSpec
 from orchestrator.predict import memory as _memory
+from orchestrator.predict import run_memory
 from orchestrator.predict.formulas import formula_for
 from orchestrator.sites.launchers import Launcher, LaunchRequest, get_launcher
 from orchestrator.sites.profiles import PythonActivation, Queue, SiteProfile, expand_references
@@ -213,14 +214,14 @@ MemoryNeed = tuple[float | None, str | None]  # GB per device, and what it came 
 
 def _memory_need_gb(spec: RunSpec, workload: Workload) -> MemoryNeed:
     """Predicted GB per device of the run and its source (None, None: the workload has no memory model)."""
-    formula = formula_for(spec.workload)
-    if formula is None:
-        return None, None
     values = _run_values(spec, workload)
-    # Traced from the workload's program where it can be (orchestrator/predict/memory_trace.py), else the formula.
+    # The one memory model (orchestrator/predict/run_memory.py, also `orch predict`'s): traced from the
+    # workload's program where it can be (orchestrator/predict/memory_trace.py), else the formula.
     try:
-        found, source = _memory.predicted(spec.workload, values, formula)
-        return found / 1e9, source
+        found = run_memory.run_bytes(spec.workload, values)
+        if found is None:
+            return None, None
+        return found[0] / 1e9, found[1]
     except OverflowError:  # sizes past any float: past any device too
         return float("inf"), _memory.FROM_FORMULA
     except ValueError:  # a value the model cannot read (e.g. allreduce sizes "`id`"): no prediction

@@ -6,6 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# The folders above a run's files that orch made: ``<runs root>/<sweep>/<run id>`` (plan/record.py).
+# The runs root is the user's (a symbolic link there is theirs to make); below it, a link can only
+# be a job's doing, one that would show another run's files as this run's.
+ORCH_MADE_DIRS = 2
+
 
 @dataclass(frozen=True)
 class RunFiles:

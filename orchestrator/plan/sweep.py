@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from orchestrator.sites.profiles import ENV_NAME, PYTHON_ENV_KINDS
 from orchestrator.states import FailureClass
 from orchestrator.timefmt import parse_walltime
-from orchestrator.yamlsource import Loc, YamlDocument, load_yaml
+from orchestrator.yamlsource import Loc, YamlDocument, load_yaml, read_source
 from workloads import registry
 from workloads.registry import PRECISIONS, Workload
 
@@ -399,6 +399,10 @@ def _apply_variant(doc: YamlDocument, name: str) -> None:
     """Rewrite ``doc.data`` with variant ``name`` applied (validated first)."""
     data = doc.data
     variants = data.get("variants") or {}
+    if isinstance(variants, dict):
+        for key in variants:  # ``1:`` or ``true:`` is a number or a boolean to YAML, not a name
+            if not isinstance(key, str):
+                raise doc.error(("variants", str(key)), f"expected a variant name (text), got {key!r} (quote it)")
     if not isinstance(variants, dict) or name not in variants:
         known = ", ".join(variants) if isinstance(variants, dict) and variants else "none"
         raise doc.error(("variants",), f"no variant {name!r} (variants: {known})")
@@ -443,6 +447,8 @@ def parse_sweep(path: Path | str, text: str | None = None, variant: str | None =
     With ``variant`` the named overrides are applied first and the sweep is named
     ``<name>-<variant>``, so its results never mix with the full-size ones. A sweep that
     would expand to more than ``max_runs`` runs is refused before anything is expanded."""
+    if text is None:
+        text = read_source(path)  # read once: what is parsed is what is stored
     doc = load_yaml(path, text)
     if not isinstance(doc.data, dict):
         raise doc.error((), "expected a mapping with 'name' and 'experiments' at the top level")
@@ -465,5 +471,4 @@ def parse_sweep(path: Path | str, text: str | None = None, variant: str | None =
         raise doc.error(("experiments", index), f"the sweep expands to {sum(counts):,} runs ({counts[index]:,} in "
                                                 f"this experiment), over the limit of {max_runs:,} "
                                                 "(--max-runs raises it)")
-    source = text if text is not None else Path(path).read_text(encoding="utf-8")
-    return LoadedSweep(sweep=sweep, path=str(path), text=source)
+    return LoadedSweep(sweep=sweep, path=str(path), text=text)

@@ -16,7 +16,16 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from orchestrator.errors import UserError
-from orchestrator.predict.perfmodel.calibration import Sample, efficiency_for, fit, mean_abs_error, rounded, store
+from orchestrator.predict.perfmodel.calibration import (
+    Sample,
+    efficiency_for,
+    fit,
+    free_factors,
+    held_out_error,
+    mean_abs_error,
+    rounded,
+    store,
+)
 from orchestrator.predict.perfmodel.machine import (
     DEFAULT_EFFICIENCY,
     FALLBACK_EFFICIENCY,
@@ -43,15 +52,19 @@ class Fitted:
     error_after: float
     efficiency: Efficiency
     stored: Path | None
+    error_held_out: float | None = None  # leave-one-out (cross-validated) error of the fit
+    free: tuple[str, ...] = ()  # the factors the fit freed (none: refused, too few runs)
 
     def row(self) -> list[Any]:
         e = self.efficiency
+        held = None if self.error_held_out is None else round(self.error_held_out, 4)
         return [self.site, self.device_model, self.runs, round(self.error_before, 4), round(self.error_after, 4),
-                e.matmul, e.memory, e.network, e.op_overhead_us]
+                held, ",".join(self.free) or "refused: one run frees no factor", e.matmul, e.memory, e.network,
+                e.op_overhead_us, e.step_overhead_ms]
 
 
-COLUMNS = ["site", "device", "runs", "mean_step_error_before", "mean_step_error_after", "matmul", "memory",
-           "network", "op_overhead_us"]
+COLUMNS = ["site", "device", "runs", "mean_step_error_before", "mean_step_error_after", "mean_step_error_held_out",
+           "fitted", "matmul", "memory", "network", "op_overhead_us", "step_overhead_ms"]
 
 
 def samples_by_site(engine: Engine, *, sweep: str | None = None, site: str | None = None,
@@ -114,11 +127,16 @@ def calibrate(engine: Engine, *, sweep: str | None = None, site: str | None = No
     for target, (machine, samples) in sorted(groups.items()):
         current = efficiency_for(machine, state_dir) or machine.efficiency  # what predictions use now
         before = mean_abs_error(samples, current)
+        free = free_factors(len(samples))
+        if not free:  # under-determined: one run cannot tell the factors apart; nothing stored
+            fitted.append(Fitted(target, machine.device_model, len(samples), before, before, current, None))
+            continue
         best = rounded(fit(samples, machine.efficiency))  # as stored: what predictions will read back
         after = mean_abs_error(samples, best)
-        if after > before:  # the fit minimises log error; keep the factors in use if they were better
+        if after > before:  # rounding, or factors in use that beat the defaults: keep the better
             best, after = current, before
+        held = held_out_error(samples, machine.efficiency)
         path = None if dry_run else store(best, machine, runs=len(samples), error_before=before, error_after=after,
-                                          state_dir=state_dir)
-        fitted.append(Fitted(target, machine.device_model, len(samples), before, after, best, path))
+                                          state_dir=state_dir, error_held_out=held)
+        fitted.append(Fitted(target, machine.device_model, len(samples), before, after, best, path, held, free))
     return fitted

@@ -24,23 +24,11 @@ from typing import Any, Callable, Iterable, Iterator
 
 import workloads
 from orchestrator.predict.memory_inputs import ACCUM_TRACED, DEEPSPEED, STRATEGIES, TRACED, Inputs, _int, model_config  # noqa: F401
+from orchestrator.predict.states import model_state_bytes  # noqa: F401  (the floor; re-exported)
 from workloads import flops, layouts, shapes
 from workloads.models.configs import SIZES
 
 BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
-
-
-def model_state_bytes(n: int, strategy: str, devices: int, precision: str) -> float:
-    """Weights, gradients and Adam states per rank (K=12 mixed precision; fp32 16N with no master copy)."""
-    nd = max(1, devices)
-    mixed = precision in ("fp16", "bf16")
-    if strategy in ("zero3", "fsdp-full"):
-        return 16 * n / nd
-    if strategy in ("zero2", "fsdp-grad-op"):
-        return (2 * n + 14 * n / nd) if mixed else (4 * n + 12 * n / nd)
-    if strategy == "zero1":
-        return (4 * n + 12 * n / nd) if mixed else (8 * n + 8 * n / nd)
-    return 16 * n  # ddp: everything replicated
 
 
 def activation_bytes(layers: int, batch: int, seq: int, hidden: int, vocab: int, precision: str) -> float:
@@ -145,7 +133,10 @@ def allreduce(p: dict[str, Any]) -> int:
 # without torch, so that a plan whose shapes are all cached never imports torch.
 
 # The predictor's own files (this folder) and the workload code it traces (workloads/).
-_PREDICTOR_CODE = ("memory.py", "memory_inputs.py", "traces.py", "memory_trace.py")
+_PREDICTOR_CODE = ("memory.py", "memory_inputs.py", "states.py", "traces.py", "memory_trace.py")
+# The cache's own version, in every key: 2 since DeepSpeed's part became its documented states and
+# buffers (issue 25; version 1 held the fitted model that went below the sharded states).
+CACHE_VERSION = 2
 _WORKLOAD_CODE = ("strategies.py", "trainers.py", "context.py", "parallel.py", "lm.py", "layouts.py",
                   "harness/livebytes.py", "models/gpt.py", "models/configs.py")
 _cache: dict[str, int] = {}
@@ -205,7 +196,7 @@ def cache_dir() -> Path:
 
 
 def _key(inputs: Inputs) -> str:
-    text = json.dumps({"inputs": repr(inputs), "code": code_version()}, sort_keys=True)
+    text = json.dumps({"inputs": repr(inputs), "code": code_version(), "version": CACHE_VERSION}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -305,7 +296,7 @@ def traced_inputs(workload: str, p: dict[str, Any]) -> Inputs | None:
 
 
 # What a memory prediction came from (``orch plan``'s ``mem_from``): the program traced on fake
-# tensors; for DeepSpeed, its traced forward/backward plus the calibrated model of its engine
+# tensors; for DeepSpeed, its traced forward/backward plus its documented sharded states and buffers
 # (``traces.deepspeed_bytes``); or the formula (``gpt_training`` and the other workloads' own),
 # where tracing cannot go (pipeline stages, FSDP over a tensor-parallel mesh, no torch,
 # ``ORCH_MEMORY_TRACE=0``). The formula is the least exact (see README, "Predicted memory").

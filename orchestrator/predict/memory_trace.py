@@ -37,7 +37,8 @@ activations as the layout does) answers.
 
 DeepSpeed ZeRO 1-3 cannot run on fake tensors (its engine reads values and allocates in
 C++): ``traces.deepspeed_bytes`` is an analytic model over the traced forward/backward of
-the same model in DeepSpeed's precision (:func:`forward_backward_bytes`), stated and calibrated there.
+the same model in DeepSpeed's precision (:func:`forward_backward_bytes`): DeepSpeed's documented
+sharded states and the buffers of its default configuration, stated there.
 
 A prediction is cached in this process and on disk (``$ORCH_MEMORY_CACHE`` or
 ``~/.cache/orch/memory``), keyed by a hash of the inputs, the workload code it runs and

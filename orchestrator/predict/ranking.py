@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import UserError
+from orchestrator.predict.layout_memory import layout_values, with_run_memory
 from orchestrator.predict.perfmodel.calibration import efficiency_for
 from orchestrator.predict.perfmodel.layout import Layout
 from orchestrator.predict.perfmodel.machine import Machine, machine_from_site
@@ -16,9 +17,6 @@ from orchestrator.predict.perfmodel.transformer import Estimate
 
 COLUMNS = ["rank", "layout", "dp", "tp", "pp", "cp", "zero", "recompute", "step_s", "tokens_per_s",
            "memory_gb", "fits", "mfu", "gpt2"]
-# FSDP2 over the data-parallel ranks is what the gpt2 workload runs beside tp or cp where DeepSpeed
-# cannot; in the model it is the same stage (orchestrator/predict/perfmodel/layout.py: ZERO_STAGE).
-_FSDP_FOR_ZERO = {"zero2": "fsdp-grad-op", "zero3": "fsdp-full"}
 
 
 def gpt2_values(model: str, lay: Layout, precision: str, seq_len: int,
@@ -30,18 +28,7 @@ def gpt2_values(model: str, lay: Layout, precision: str, seq_len: int,
 
     if lay.tp2d:
         return None, "2D tensor parallel is in the time model, not in the gpt2 workload"
-    strategy = lay.strategy
-    if (lay.tp > 1 or lay.cp > 1) and lay.pp == 1:
-        strategy = _FSDP_FOR_ZERO.get(strategy, strategy)
-    values: dict[str, Any] = {"strategy": strategy}
-    if lay.tp > 1:
-        values.update(tp=lay.tp, sequence_parallel=True)  # the model's 1D tensor parallel runs with it
-    if lay.pp > 1:
-        values.update(pp=lay.pp, microbatches=micro_batches)
-    if lay.cp > 1:
-        values["cp"] = lay.cp
-    if lay.recompute:
-        values["activation_checkpointing"] = "full"
+    values = layout_values(lay, micro_batches)
     cfg = SIZES[model]
     try:
         layouts.resolve({**values, "precision": precision, "seq_len": seq_len}, lay.devices,
@@ -84,17 +71,19 @@ class Prediction:
 
     def as_json(self) -> dict[str, Any]:
         m = self.machine
+        eff = m.for_precision(self.precision).efficiency  # as the estimates used it
         return {
             "model": self.model, "site": m.name, "device": m.device_model, "devices": self.devices,
             "precision": self.precision, "batch_size_per_device": self.batch_size, "seq_len": self.seq_len,
             "global_batch": self.batch_size * self.devices, "memory_gb_per_device": m.memory_gb,
-            "efficiency": {"matmul": m.efficiency.matmul, "memory": m.efficiency.memory,
-                           "network": m.efficiency.network, "op_overhead_us": m.efficiency.op_overhead_us,
-                           "source": m.efficiency.source},
+            "efficiency": {"matmul": eff.matmul, "memory": eff.memory, "network": eff.network,
+                           "op_overhead_us": eff.op_overhead_us, "step_overhead_ms": eff.step_overhead_ms,
+                           "source": eff.source},
             "notes": list(m.notes),
             "layouts": [{**dict(zip(COLUMNS, row)), "strategy": e.layout.strategy, "tp2d": e.layout.tp2d,
                          "micro_batches": e.micro_batches, "bubble_s": e.bubble_s, "tp_comm_s": e.tp_comm_s,
                          "dp_comm_exposed_s": e.dp_comm_exposed_s, "memory_parts_gb": e.memory_parts,
+                         "memory_tensors_gb": e.memory_parts.get("tensors"), "memory_from": e.memory_from,
                          **dict(zip(("gpt2_values", "gpt2_refusal"), self.gpt2(e)))}
                         for row, e in zip(self.rows(), self.estimates)],
         }
@@ -135,6 +124,9 @@ def predict(model: str, devices: int, site_name: str, *, precision: str | None, 
         machine = machine.with_efficiency(fitted)
     shape = gpt_shape(model, seq_len)
     estimates = rank(shape, machine, devices, precision=precision, batch_size=batch_size, micro_batch=micro_batch)
+    # Memory: the run's own model, as `orch plan` predicts it (orchestrator/predict/layout_memory.py).
+    estimates = with_run_memory(estimates, machine, model=model, precision=precision, seq_len=seq_len,
+                                gpt2=lambda e: gpt2_values(model, e.layout, precision, seq_len, e.micro_batches))
     if not estimates:
         raise UserError(f"no layout of {devices} devices for {model}: tensor parallel must divide the hidden "
                         f"size {shape.hidden}, context parallel the sequence {seq_len}, pipeline stages "
@@ -143,12 +135,14 @@ def predict(model: str, devices: int, site_name: str, *, precision: str | None, 
 
 
 def header(p: Prediction) -> list[str]:
-    m, e = p.machine, p.machine.efficiency
+    m = p.machine
+    e = m.for_precision(p.precision).efficiency  # the matmul fraction of this device and precision
     lines = [f"{p.model} on {p.devices} x {m.device_model} ({m.name}), {p.precision}, seq {p.seq_len}, "
              f"global batch {p.batch_size * p.devices} ({p.batch_size} a device)",
              f"efficiency: matmul {e.matmul:.2f}, memory {e.memory:.2f}, network {e.network:.2f}, "
              f"{e.op_overhead_us:g} us an op ({e.source}); network: {m.fast_domain} devices at {m.fast_gbs:g} GB/s, "
-             f"{m.inter_node_gbs:g} GB/s a device between them"]
+             f"{m.node_nic_gbs if m.node_nic_gbs is not None else m.inter_node_gbs * m.per_node:g} GB/s "
+             f"a node between them (all its NICs, as NCCL's rings cross nodes)"]
     lines += [f"note: {note}" for note in m.notes]
     fitting = sum(e.fits for e in p.estimates)
     lines.append(f"{len(p.estimates)} layouts, {fitting} fit in {m.memory_gb:g} GB" if m.memory_gb

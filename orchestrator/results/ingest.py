@@ -7,26 +7,26 @@ and the good ones are written with one bulk INSERT per table (:mod:`orchestrator
 
 from __future__ import annotations
 
-import errno
 import gc
 import hashlib
 import json
 import os
 import re
-import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pydantic_core
 from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from orchestrator.results.db.bulk import insert_rows
+from orchestrator.results.db.bulk import column_problem, insert_rows
 from orchestrator.results.db.models import Environment, Metrics, MetricValue, utcnow
 from orchestrator.results.metrics_schema import HEADLINE_METRICS, MetricsFile
+from orchestrator.safefile import RefusedFile, open_regular, read_fd
 from orchestrator.states import FailureClass
 
 
@@ -47,48 +47,43 @@ def read_metrics(path: Path) -> tuple[MetricsFile | None, IngestOutcome]:
 MAX_METRICS_BYTES = 16 * 1024 * 1024
 
 
-def load_metrics(path: Path) -> tuple[MetricsFile | None, IngestOutcome, str]:
-    """Read and validate one metrics file; also returns its text as it will be stored."""
-    raw = read_bounded(path)
+def load_metrics(path: Path, private_dirs: int = 0) -> tuple[MetricsFile | None, IngestOutcome, str]:
+    """Read and validate one metrics file; also returns its text as it will be stored.
+    ``private_dirs``: as for :func:`read_bounded`."""
+    raw = read_bounded(path, private_dirs=private_dirs)
     if isinstance(raw, IngestOutcome):
         return None, raw, ""
     return parse_metrics(raw, path.name)
 
 
-def read_bounded(path: Path, limit: int = MAX_METRICS_BYTES) -> bytes | IngestOutcome:
+def read_bounded(path: Path, limit: int = MAX_METRICS_BYTES, private_dirs: int = 0) -> bytes | IngestOutcome:
     """The bytes of a regular file of at most ``limit`` bytes, or why it is refused.
 
     A run directory is written by the job, so the file may be anything: never followed
     through a symbolic link (``O_NOFOLLOW``), never read unless it is a regular file (a FIFO
-    would block forever, ``/dev/zero`` never ends: ``O_NONBLOCK`` then ``fstat``), and never
-    read past the limit, whatever its size claims."""
+    would block forever, ``/dev/zero`` never ends: ``O_NONBLOCK`` then ``fstat``), never read
+    when it has another name too (a hard link shows another run's file as this one's), and
+    never read past the limit, whatever its size claims. ``private_dirs``: how many folders
+    above the file orch made (a run's folder and its sweep's), opened without following a
+    symbolic link, since a job could replace its run folder by a link to another run's."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_regular(path, follow=False, private_dirs=private_dirs, single_link=True)
     except FileNotFoundError:
         return IngestOutcome(False, FailureClass.MISSING_METRICS, f"no metrics file at {path}")
+    except RefusedFile as exc:
+        return IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: {exc.reason}")
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: a symbolic link (not followed)")
         return IngestOutcome(False, FailureClass.MISSING_METRICS, f"cannot read {path}: {exc.strerror}")
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: not a regular file (not read)")
-        if info.st_size > limit:
-            return IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: {info.st_size} bytes, over the "
-                                 f"{limit // (1024 * 1024)} MiB limit of a metrics file")
-        chunks = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, max(info.st_size + 1 - size, 65536))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        size = os.fstat(fd).st_size
         if size > limit:
+            return IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: {size} bytes, over the "
+                                 f"{limit // (1024 * 1024)} MiB limit of a metrics file")
+        data = read_fd(fd, limit)
+        if data is None:
             return IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: over the "
                                  f"{limit // (1024 * 1024)} MiB limit of a metrics file")
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return data
     except OSError as exc:
         return IngestOutcome(False, FailureClass.MISSING_METRICS, f"cannot read {path}: {exc.strerror}")
     finally:
@@ -117,7 +112,8 @@ def parse_metrics(raw: bytes | str, name: str = "metrics.json") -> tuple[Metrics
         return MetricsFile.model_validate(data), IngestOutcome(True), text
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        # A key may hold a NUL character, which the reason's own column cannot (PostgreSQL text).
+        where = ".".join(str(p) for p in first["loc"]).replace("\x00", "\\0") or "(top level)"
         message = str(first["msg"]).removeprefix("Value error, ")
         return None, IngestOutcome(False, FailureClass.BAD_METRICS, f"{name}: {where}: {message}"), ""
 
@@ -218,9 +214,8 @@ class EnvironmentCache:
             return self.ids[digest]
         found = session.scalar(select(Environment.id).where(Environment.content_hash == digest))
         if found is None:
-            record = Environment(content_hash=digest, data=text, python=_short(env.get("python")),
-                                 torch=_short(env.get("torch")), cuda=_short(env.get("cuda")),
-                                 hostname=_short(env.get("hostname")))
+            record = Environment(content_hash=digest, data=text,
+                                 **{name: _text(env.get(name)) for name in _ENV_COLUMNS})
             session.add(record)
             session.flush()
             found = record.id
@@ -228,8 +223,52 @@ class EnvironmentCache:
         return found
 
 
-def _short(value: object) -> str | None:
-    return None if value is None else str(value)[:200]
+def _text(value: object) -> str | None:
+    """An environment value as its column holds it (a version may come as a number)."""
+    return None if value is None else str(value)
+
+
+def _revision(env: dict[str, Any]) -> str | None:
+    return _text(env.get("git_rev") or env.get("code_revision"))
+
+
+_METRICS = Metrics.__table__.c
+_ENVIRONMENTS = Environment.__table__.c
+_VALUES = MetricValue.__table__.c
+# Environment columns filled from the file's ``env`` (EnvironmentCache.id_for).
+_ENV_COLUMNS = ("python", "torch", "cuda", "hostname")
+
+
+def storage_problem(metrics: MetricsFile) -> str | None:
+    """Why a valid metrics file still cannot be stored, or None: a value that reaches a
+    database column and does not fit it (``column_problem``: the column's own length and type,
+    from the models, so no limit is copied here). Checked before anything is written, on every
+    backend alike: PostgreSQL would refuse the whole batch of a poll for one such value, SQLite
+    would store what PostgreSQL cannot."""
+    env = metrics.env
+    checks: list[tuple[str, Any, Any]] = [
+        ("device.model", _METRICS.device_model, metrics.device.model),
+        ("world_size", _METRICS.world_size, metrics.world_size),
+        ("env.git_rev" if env.get("git_rev") else "env.code_revision", _METRICS.code_revision, _revision(env)),
+        *((f"env.{name}", _ENVIRONMENTS[name], _text(env.get(name))) for name in _ENV_COLUMNS),
+    ]
+    for where, column, value in checks:
+        problem = column_problem(column, value)
+        if problem is not None:
+            return f"{where}: {problem}"
+    for name, number in metrics.metrics.items():
+        problem = column_problem(_VALUES.name, name)
+        if problem is not None:
+            return f"metrics: the name {_clip(name)!r}: {problem}"
+        problem = column_problem(_VALUES.value, number)
+        if problem is not None:
+            return f"metrics.{_clip(name)}: {problem}"
+    return None
+
+
+def _clip(name: str) -> str:
+    """A name short enough for a reason (the whole of it may be what was refused)."""
+    return name if len(name) <= 40 else name[:40] + "..."
 
 
 METRICS_COLUMNS = ("attempt_id", "environment_id", "schema", "device_model", "world_size", "code_revision",
@@ -262,7 +301,7 @@ def store_metrics_many(session: Session, items: Sequence[tuple[int, MetricsFile]
         numbers = metrics.metrics
         raw = raws[index] if raws is not None else metrics.model_dump_json(by_alias=True)
         rows.append((attempt_id, environments.id_for(session, env), metrics.schema_, metrics.device.model,
-                     metrics.world_size, _short(env.get("git_rev") or env.get("code_revision")), raw, now,
+                     metrics.world_size, _revision(env), raw, now,
                      *[numbers.get(name) for name in HEADLINE_METRICS]))
         values.extend((attempt_id, name, value) for name, value in numbers.items() if value is not None)
     connection = session.connection()
@@ -286,20 +325,25 @@ def gc_paused() -> Iterator[None]:
 
 
 def collect(session: Session, files: Sequence[tuple[int, Path]],
-            environments: EnvironmentCache | None = None) -> dict[int, IngestOutcome]:
+            environments: EnvironmentCache | None = None, private_dirs: int = 0) -> dict[int, IngestOutcome]:
     """Read, validate and store the metrics files of these attempts (``(attempt id, path)``).
-    Each file is judged on its own; the outcome per attempt says why one was refused."""
+    Each file is judged on its own; the outcome per attempt says why one was refused.
+    ``private_dirs``: the folders above each file that orch made (:func:`read_bounded`)."""
     with gc_paused():
-        return _collect(session, files, environments)
+        return _collect(session, files, environments, private_dirs)
 
 
 def _collect(session: Session, files: Sequence[tuple[int, Path]],
-             environments: EnvironmentCache | None) -> dict[int, IngestOutcome]:
+             environments: EnvironmentCache | None, private_dirs: int) -> dict[int, IngestOutcome]:
     outcomes: dict[int, IngestOutcome] = {}
     good: list[tuple[int, MetricsFile]] = []
     raws: list[str] = []
     for attempt_id, path in files:
-        metrics, outcome, text = load_metrics(path)
+        metrics, outcome, text = load_metrics(path, private_dirs)
+        if metrics is not None:
+            problem = storage_problem(metrics)
+            if problem is not None:  # every backend refuses it alike, before anything is written
+                metrics, outcome = None, IngestOutcome(False, FailureClass.BAD_METRICS, f"{path.name}: {problem}")
         outcomes[attempt_id] = outcome
         if metrics is not None:
             good.append((attempt_id, metrics))

@@ -43,6 +43,14 @@ HEADLINE_METRICS: tuple[str, ...] = (
 )
 
 
+# The largest magnitude a metric may have. Statistics over a configuration's repeats square
+# their values (variance, standard deviation) and sum them over many rows: a finite 1e308 squares
+# to Infinity (IEEE doubles end near 1.8e308), which JSON cannot carry and which wipes out every
+# statistic it enters. At 1e100 a square is 1e200, and a sum of squares over even 1e18 rows, or
+# a view's product of two metrics, stays far below that end. No measurement comes near: FLOP
+# counts of the largest training runs are about 1e25.
+MAX_METRIC_MAGNITUDE = 1e100
+
 # The largest integer SQLite and PostgreSQL (bigint) columns hold.
 INT64_MAX = 2**63 - 1
 Count = Annotated[int, Field(le=INT64_MAX)]
@@ -89,6 +97,9 @@ class MetricsFile(BaseModel):
                 continue
             if isinstance(number, bool) or not math.isfinite(number):
                 raise ValueError(f"metric {name!r} is {number!r}, expected a finite number")
+            if abs(number) > MAX_METRIC_MAGNITUDE:
+                raise ValueError(f"metric {name!r} is {number!r}, beyond {MAX_METRIC_MAGNITUDE:g}: its square "
+                                 "would overflow the statistics over repeats")
             if number < 0:
                 raise ValueError(f"metric {name!r} is negative ({number})")
         return value

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from orchestrator.plan.runfiles import RunFiles
+from orchestrator.plan.runfiles import ORCH_MADE_DIRS, RunFiles
 from orchestrator.results.db.models import Attempt, Run
 from orchestrator.results.db.results import record_results
 from orchestrator.results.db.state import ACTIVE_ATTEMPTS as ACTIVE
@@ -124,7 +124,8 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
     if completed:
         from orchestrator.results.ingest import collect  # pydantic only when collecting
 
-        outcomes = collect(session, [(a.id, RunFiles(Path(a.run.run_dir or "")).metrics) for a in completed])
+        outcomes = collect(session, [(a.id, RunFiles(Path(a.run.run_dir or "")).metrics) for a in completed],
+                           private_dirs=ORCH_MADE_DIRS)
     for attempt, info in ended:
         run = attempt.run
         attempt.exit_code = info.exit_code

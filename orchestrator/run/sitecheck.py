@@ -44,13 +44,15 @@ from typing import Any, Mapping
 import yaml
 
 from orchestrator.errors import UserError
+from orchestrator.escape import one_line
 from orchestrator.plan.expand import RunSpec
 from orchestrator.plan.render import RunFiles, environment, render_script
 from orchestrator.plan.resolve import resolve
 from orchestrator.sites import sandbox
-from orchestrator.sites.profiles import SiteProfile, expand_references, find_site_file
+from orchestrator.sites.profiles import SiteProfile, expand_references, find_site_file, load_site
 from orchestrator.sites.sandbox.proc import _clean_env
 from orchestrator.sites.vendors.base import check_case
+from orchestrator.yamlsource import load_yaml
 
 SHAPES = ("1-device", "1-node", "2-nodes", "largest-queue")
 SHAPE_WALLTIME_S = 1800
@@ -218,8 +220,6 @@ def check_site(site_arg: str, env: Mapping[str, str], sites_dirs: list[Path] | N
     if system:
         targets = [(t, p) for t, p in targets if t == site_arg]
         if not targets:  # a system identical to the site itself is listed under the site's name
-            from orchestrator.sites.profiles import load_site
-
             targets = [(site_arg, load_site(site_arg, sites_dirs))]
     rows: list[CheckRow] = []
     slurm = [(t, p) for t, p in targets if p.scheduler == "slurm"]
@@ -355,9 +355,10 @@ def rehearsal_profile(site: str, sites_dirs: list[Path] | None = None,
     """
     name = site.partition(":")[0]
     path = find_site_file(name, sites_dirs)
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: not a site profile")
+    # Validated first, and read by the same bounded reader: a malformed profile is its own
+    # file:line error here, as everywhere else, and no traceback halfway through the copy.
+    load_site(name, sites_dirs)
+    data = load_yaml(path).data
     python = python or sys.executable
     if data.get("scheduler") == "pbs":
         return _pbs_rehearsal(name, path, data, python)
@@ -386,10 +387,11 @@ def rehearsal_profile(site: str, sites_dirs: list[Path] | None = None,
     data["description"] = f"Twin rehearsal of {name}: its batch directives, this machine's CPU. " + str(
         data.get("description", ""))
     data["node_local_ok"] = True  # the twin's virtual nodes run on this host: they see its /tmp
-    header = (f"# Twin rehearsal of site {name}, written by `orch sites rehearsal` from {path}.\n"
+    changes[:] = [one_line(c) for c in changes]  # a value's newline would start a live line below
+    header = (f"# Twin rehearsal of site {one_line(name)}, written by `orch sites rehearsal` from {one_line(path)}.\n"
               "# Directives (partitions, account, QoS, gres, CPUs, memory) are the site's; the workload runs\n"
               "# on this machine's CPU. Use it with the sandbox as the site's twin:\n"
-              f"#   orch sandbox up --like {name}; orch --sites-dir <this dir> run <sweep>\n"
+              f"#   orch sandbox up --like {one_line(name)}; orch --sites-dir <this dir> run <sweep>\n"
               + "".join(f"# - {c}\n" for c in changes))
     return f"{name}.yaml", header + yaml.safe_dump(data, sort_keys=False), changes
 
@@ -425,7 +427,8 @@ def _pbs_rehearsal(name: str, path: Path, data: dict[str, Any], python: str) -> 
     data["description"] = f"PBS rehearsal of {name} on this machine: its batch directives, this CPU. " + str(
         data.get("description", ""))
     data["node_local_ok"] = True  # the PBS server or emulator here runs jobs on this host
-    header = (f"# PBS rehearsal of site {name}, written by `orch sites rehearsal` from {path}.\n"
+    changes[:] = [one_line(c) for c in changes]  # a value's newline would start a live line below
+    header = (f"# PBS rehearsal of site {one_line(name)}, written by `orch sites rehearsal` from {one_line(path)}.\n"
               "# Directives (select, place, filesystems, queues, project) are the site's; the workload runs on\n"
               "# this machine's CPU, through a PBS server here or orch's PBS emulator (see pbs-env.sh).\n"
               f"# Proves: {PBS_REHEARSAL_PROVES}.\n# Does not prove: {PBS_REHEARSAL_DOES_NOT_PROVE}.\n"

@@ -16,6 +16,7 @@ like the account (see :func:`expand_references`).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from orchestrator.sites.launcher_options import LAUNCHER_OPTIONS
 from orchestrator.sites.options import option_problem
 from orchestrator.sites.schedulers import SCHEDULERS
 from orchestrator.timefmt import format_hms, parse_walltime
-from orchestrator.yamlsource import Loc, format_loc, load_yaml
+from orchestrator.yamlsource import Loc, YamlDocument, format_loc, load_yaml
 from workloads.registry import PRECISIONS
 
 DEVICE_TYPES = ("cpu", "cuda", "xpu", "hpu", "rdu", "ipu", "wse", "lpu")
@@ -42,6 +43,17 @@ GPU_REQUESTS = ("none", "gres", "gpus-per-node", "gpus", "ipus")
 # How each rank is pinned to a device: "reversed" numbers devices the other way round from
 # the cores (Polaris: CUDA_VISIBLE_DEVICES = 3 - local_rank % 4); "local_rank" in order.
 GPU_AFFINITY = ("none", "reversed", "local_rank")
+
+
+# A name or a path is one line: a newline in one (YAML's "\n") went on as a live line of
+# whatever orch generated from it (the sandbox twin's slurm.conf, a rehearsal profile's header).
+_NOT_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line_value(value: str | None) -> str | None:
+    if value is not None and (found := _NOT_ONE_LINE.search(value)):
+        raise ValueError(f"expected one line of text, without control characters (found U+{ord(found.group()):04X})")
+    return value
 
 
 class Queue(BaseModel):
@@ -84,6 +96,11 @@ class Queue(BaseModel):
     def _walltime(cls, value: str | int) -> str | int:
         parse_walltime(value)
         return value
+
+    @field_validator("name", "tier", "qos")
+    @classmethod
+    def _line(cls, value: str | None) -> str | None:
+        return one_line_value(value)
 
     @field_validator("prefer_nodes")
     @classmethod
@@ -163,7 +180,18 @@ class Network(BaseModel):
     fast_gbs: float = Field(gt=0)
     inter_node_gbs: float = Field(gt=0)
     latency_us: float = Field(5.0, ge=0)
+    # The node's compute NICs and each one's GB/s (issue 25): cross-node collectives run with the
+    # node's whole NIC bandwidth (hierarchical, as NCCL does), not a device's share of it. Optional:
+    # without them the node's bandwidth is inter_node_gbs x the devices per node.
+    nics: int | None = Field(None, ge=1)
+    nic_gbs: float | None = Field(None, gt=0)
     source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _nics_together(self) -> "Network":
+        if (self.nics is None) != (self.nic_gbs is None):
+            raise ValueError("network: give nics and nic_gbs together (the node's NIC count and GB/s each)")
+        return self
 
 
 class Node(BaseModel):
@@ -521,6 +549,11 @@ class SiteProfile(BaseModel):
     # Where the values were written (set by load_site; None for a profile built in code).
     _source: ProfileSource | None = PrivateAttr(default=None)
 
+    @field_validator("python", "template")
+    @classmethod
+    def _line(cls, value: str | None) -> str | None:
+        return one_line_value(value)
+
     @field_validator("scheduler")
     @classmethod
     def _scheduler(cls, value: str) -> str:
@@ -659,7 +692,16 @@ def _merge(base: dict[str, Any], override: dict[str, Any], top: bool = False) ->
     return out
 
 
+MAX_SITE_NAME = 100  # orchestrator.plan.sweep.MAX_NAME: what a sweep may name
+
+
 def find_site_file(name: str, sites_dirs: list[Path] | None = None) -> Path:
+    # A site name becomes a file name: a long one made the file system refuse the look-up
+    # (OSError: File name too long), and a slash would look outside the sites folders.
+    if not name or len(name) > MAX_SITE_NAME or "/" in name or os.sep in name or name.startswith("."):
+        shown = repr(name) if len(name) <= 40 else f"{name[:40]!r}... ({len(name)} characters)"
+        raise UserError(f"site {shown}: expected a site name (at most {MAX_SITE_NAME} characters, no '/', "
+                        "not starting with '.')")
     for directory in paths.sites_search_path(sites_dirs):
         candidate = directory / f"{name}.yaml"
         if candidate.is_file():
@@ -677,6 +719,23 @@ def available_sites(sites_dirs: list[Path] | None = None) -> list[str]:
     return sorted(names)
 
 
+def _systems_of(doc: YamlDocument) -> dict[str, dict[str, Any]]:
+    """``systems`` as written (a missing system's overrides: {}), its shape checked before
+    anything reads it: a list, a number or a system that is not a mapping was a traceback
+    wherever a system was merged or listed."""
+    raw = doc.data.get("systems")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise doc.error(("systems",), "expected a mapping: system name -> the values that system overrides")
+    for key, value in raw.items():
+        if not isinstance(key, str):
+            raise doc.error(("systems",), f"expected a system name (text), got {key!r}")
+        if value is not None and not isinstance(value, dict):
+            raise doc.error(("systems", key), "expected a mapping of the values this system overrides")
+    return {key: value or {} for key, value in raw.items()}
+
+
 def load_site(target: str, sites_dirs: list[Path] | None = None) -> SiteProfile:
     """The profile for ``site`` or ``site:system``; errors name the YAML file and line."""
     name, _, system = target.partition(":")
@@ -685,15 +744,16 @@ def load_site(target: str, sites_dirs: list[Path] | None = None) -> SiteProfile:
     if not isinstance(doc.data, dict):
         raise doc.error((), "expected a mapping (a site profile)")
     data = doc.data
+    systems = _systems_of(doc)
     if system:
-        systems = data.get("systems") or {}
         if system not in systems:
-            raise UserError(f"{path}: site {name!r} has no system {system!r} (known: {', '.join(systems) or 'none'})")
-        data = _merge({k: v for k, v in data.items() if k != "systems"}, systems[system] or {}, top=True)
+            raise doc.error(("systems",), f"site {name!r} has no system {system!r} "
+                                          f"(known: {', '.join(systems) or 'none'})")
+        data = _merge({k: v for k, v in data.items() if k != "systems"}, systems[system], top=True)
         data["system"] = system
 
     def located(loc: tuple[Any, ...]) -> tuple[Any, ...]:  # a system's value is in its overrides
-        if system and loc and loc[0] in ((doc.data.get("systems") or {}).get(system) or {}):
+        if system and loc and loc[0] in systems[system]:
             return ("systems", system) + loc
         return loc
 
@@ -709,6 +769,6 @@ def load_site(target: str, sites_dirs: list[Path] | None = None) -> SiteProfile:
         message = ("unknown field" if first["type"] == "extra_forbidden"
                    else str(first["msg"]).removeprefix("Value error, "))
         raise doc.error(loc, message) from None
-    overrides = ((doc.data.get("systems") or {}).get(system) or {}) if system else {}
+    overrides = systems[system] if system else {}
     profile._source = ProfileSource(doc.path, doc.lines, system or None, overrides)
     return profile

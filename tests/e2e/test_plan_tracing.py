@@ -32,7 +32,7 @@ def test_a_first_plan_traces_side_by_side_and_plans_what_one_process_plans(tmp_p
     assert "up to 2 at a time" in told and "new shape(s) in" in told, told
     one_by_one, _ = _plan(tmp_path, sweep, "one", "1")
     assert len(side_by_side) == 12 and all(r["mem_gb"] for r in side_by_side)
-    # Each prediction says what it came from: DeepSpeed's engine is a calibrated model over its traced
+    # Each prediction says what it came from: DeepSpeed's engine is its documented states and buffers over its traced
     # forward/backward, the rest the program itself.
     assert {r["mem_from"] for r in side_by_side if "strategy=zero2" in r["params"]} == {"trace+model"}
     assert {r["mem_from"] for r in side_by_side if "strategy=zero2" not in r["params"]} == {"trace"}

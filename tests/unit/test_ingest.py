@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +83,45 @@ def test_collecting_the_same_metrics_twice_changes_nothing(db_url: str) -> None:
         assert session.scalar(select(func.count()).select_from(Metrics)) == 2
         assert session.scalar(select(func.count()).select_from(Environment)) == 1
         assert session.scalar(select(Metrics.tflops).where(Metrics.attempt_id == ids[0])) == 1.5
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda doc: doc["device"].update(model="m" * 201), "device.model: 201 characters, over the 200"),
+    (lambda doc: doc["env"].update(python="3" * 51), "env.python: 51 characters, over the 50"),
+    (lambda doc: doc.update(env={"git_rev": "a" * 81}), "env.git_rev: 81 characters, over the 80"),
+    (lambda doc: doc["metrics"].update({"n" * 101: 1.0}), "101 characters, over the 100"),
+    (lambda doc: doc["env"].update(hostname="h\x00"), "env.hostname: contains a NUL character"),
+    (lambda doc: doc.update(world_size=2**31), "world_size: 2147483648 is beyond the 32-bit integers"),
+])
+def test_values_that_do_not_fit_their_columns(change: Callable[[dict[str, Any]], None], expected: str) -> None:
+    from orchestrator.results.ingest import storage_problem
+    from orchestrator.results.metrics_schema import MetricsFile
+
+    doc = json.loads(json.dumps(GOOD))
+    assert storage_problem(MetricsFile.model_validate(doc)) is None
+    change(doc)
+    problem = storage_problem(MetricsFile.model_validate(doc))
+    assert problem is not None and expected in problem, problem
+
+
+def test_a_metric_whose_square_overflows_is_refused(tmp_path: Path) -> None:
+    metrics, outcome = read_metrics(write(tmp_path, json.dumps({**GOOD, "metrics": {"tflops": 1e308}})))
+    assert metrics is None and outcome.reason is not None and "beyond 1e+100" in outcome.reason
+
+
+def test_hard_links_and_linked_run_folders_are_refused(tmp_path: Path) -> None:
+    from orchestrator.results.ingest import load_metrics
+
+    other = tmp_path / "runs" / "sweep" / "other"
+    other.mkdir(parents=True)
+    (other / "metrics.json").write_text(json.dumps(GOOD))
+    linked = tmp_path / "runs" / "sweep" / "hardlinked"
+    linked.mkdir()
+    (linked / "metrics.json").hardlink_to(other / "metrics.json")
+    assert "2 hard links" in str(load_metrics(linked / "metrics.json", 2)[1].reason)
+    (other / "metrics.json").unlink()
+    (other / "metrics.json").write_text(json.dumps(GOOD))
+    (tmp_path / "runs" / "sweep" / "symlinked").symlink_to(other)
+    assert "'symlinked' is a symbolic link" in str(load_metrics(tmp_path / "runs" / "sweep" / "symlinked" /
+                                                               "metrics.json", 2)[1].reason)
+    assert load_metrics(other / "metrics.json", 2)[1].ok

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator import paths
 from orchestrator.plan.expand import expand
 from orchestrator.plan.lints import LINTS, Lint, SiteUse, lint_plan, lint_sites, node_local_root
 from orchestrator.plan.record import plan_sweep
@@ -213,6 +214,7 @@ def plan(tmp_path: Path, sites: str, runs_root: Path, sites_dir: Path) -> list[L
 
 def test_run_directories_on_node_local_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TMPDIR", str(tmp_path / "scratch"))  # this test's own "node-local" directory
+    monkeypatch.setattr(paths, "workloads_root", lambda: Path("/home/me/orch"))  # a shared checkout
     sites = tmp_path / "sites"
     path = site_file(sites, "cluster", SLURM_SITE.format(name="cluster"))
     runs_root = tmp_path / "scratch" / ".orch" / "runs"
@@ -220,6 +222,19 @@ def test_run_directories_on_node_local_storage(tmp_path: Path, monkeypatch: pyte
     assert (lint.site, lint.path, lint.line, lint.field) == ("cluster", str(path), line_of(path, "scheduler:"),
                                                               "scheduler")
     assert str(runs_root) in lint.message and "ORCH_HOME" in lint.message and "node_local_ok" in lint.message
+
+
+def test_a_checkout_on_node_local_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The jobs import workloads from the checkout: cloned under /tmp, no compute node can."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "scratch"))
+    monkeypatch.setattr(paths, "workloads_root", lambda: tmp_path / "scratch" / "orch")
+    sites = tmp_path / "sites"
+    site_file(sites, "cluster", SLURM_SITE.format(name="cluster"))
+    found = [x for x in plan(tmp_path, "cluster, sandbox, local", tmp_path / "shared" / "runs", sites)
+             if x.check == "node-local-runs" and "clone orch" in x.message]  # (tmp_path is under /tmp too)
+    assert [x.site for x in found] == ["cluster"]  # the sandbox's nodes and local share this host
+    assert str(tmp_path / "scratch" / "orch") in found[0].message
+    assert "clone orch on a file system the nodes share" in found[0].message
 
 
 def test_node_local_roots() -> None:

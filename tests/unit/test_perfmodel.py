@@ -17,8 +17,8 @@ from orchestrator.predict.perfmodel.transformer import bubble_fraction
 from orchestrator.sites.profiles import load_site
 from workloads import flops
 
-# Compute only: every op at peak, memory and network free, no launch cost.
-IDEAL = Efficiency(matmul=1.0, memory=1e9, network=1e9, op_overhead_us=0.0)
+# Compute only: every op at peak, memory and network free, no launch cost (per op or per step).
+IDEAL = Efficiency(matmul=1.0, memory=1e9, network=1e9, op_overhead_us=0.0, step_overhead_ms=0.0)
 
 
 def _machine(site: str = "polaris", efficiency: Efficiency = IDEAL, **changes: Any) -> Machine:
@@ -72,16 +72,23 @@ def test_tensor_parallel_volume_is_four_all_reduces_a_layer() -> None:
     """Megatron 1D (with sequence parallel): two all-reduce volumes of b*s*h forward and two
     backward per layer, each 2(t-1)/t x bytes over the link (latency 0 here)."""
     shape = gpt_shape("gpt2-large", 1024)
-    net = Efficiency(matmul=1.0, memory=1.0, network=1.0, op_overhead_us=0.0)
+    net = Efficiency(matmul=1.0, memory=1.0, network=1.0, op_overhead_us=0.0, step_overhead_ms=0.0)
     machine = _machine(efficiency=net, latency_us=0.0)
     t, batch = 4, 2
     est = estimate(shape, Layout(tp=t), machine, precision="bf16", batch_size=batch, micro_batch=batch)
     block = batch * 1024 * shape.hidden * 2  # bytes of one activation tensor, bf16
     per_layer = 4 * 2 * (t - 1) / t * block / (machine.fast_gbs * 1e9)
     assert est.tp_comm_s == pytest.approx(est.micro_batches * shape.layers * per_layer, rel=1e-9)
-    # The same group across nodes (tp 8 > Polaris's 4 NVLink devices) is bound by the NIC.
+    # The same group across nodes (tp 8 > Polaris's 4 NVLink devices) is bound by the NICs. It
+    # holds all 4 devices of each node, so its rings cross nodes with the node's whole NIC
+    # bandwidth (2 x 25 GB/s), as NCCL's do (issue 25: it was charged one device's share,
+    # 12.5 GB/s, and asserted > 10x slower than NVLink; 300 / 50 = 6x is what NCCL gets).
     wide = estimate(shape, Layout(tp=8), machine, precision="bf16", batch_size=batch, micro_batch=batch)
-    assert wide.tp_comm_s / wide.micro_batches > 10 * est.tp_comm_s / est.micro_batches
+    node_gbs = machine.inter_node_gbs * machine.per_node
+    assert machine.link_gbs(8, 8) == node_gbs == 50.0
+    wide_layer = 4 * 2 * (8 - 1) / 8 * block / (node_gbs * 1e9)
+    assert wide.tp_comm_s == pytest.approx(wide.micro_batches * shape.layers * wide_layer, rel=1e-9)
+    assert wide.tp_comm_s / wide.micro_batches > 5 * est.tp_comm_s / est.micro_batches
     # 2D moves less than 1D on the same devices.
     flat = estimate(shape, Layout(tp=4), machine, precision="bf16", batch_size=batch)
     grid = estimate(shape, Layout(tp=4, tp2d=True), machine, precision="bf16", batch_size=batch)
@@ -203,3 +210,44 @@ def test_run_model_reads_gpt2_runs_and_gemm() -> None:
     assert gemm is not None and gemm.step_s(machine) == pytest.approx(2 * 4096**3 / 989.4e12, rel=1e-6)
     assert run_seconds(0.5, {"warmup": 5, "iters": 20}) == 12.5
     assert run_seconds(0.5, {"epochs": 2}) is None
+
+
+def test_calibration_frees_fewer_factors_than_runs_and_reports_leave_one_out() -> None:
+    """Issue 25: a fit of n runs frees at most n - 1 factors (one run: refused), and the
+    leave-one-out error (each run predicted by a fit on the others) is reported beside it."""
+    from orchestrator.predict.perfmodel.calibration import FACTORS, Sample, free_factors, held_out_error
+    from orchestrator.predict.perfmodel.runmodel import run_model
+
+    assert free_factors(1) == () and free_factors(3) == ("matmul", "step_overhead_ms")
+    assert free_factors(50) == FACTORS
+    machine = machine_from_site(load_site("local"))
+    truth = dataclasses.replace(machine.efficiency, matmul=machine.efficiency.matmul / 2)
+    samples = []
+    for model, batch, seq in (("tiny", 2, 64), ("tiny", 8, 128), ("gpt-mini", 4, 64), ("gpt-micro", 8, 32)):
+        run = run_model("gpt2", {"model": model, "vocab_size": 256}, devices=1, precision="fp32", strategy="ddp",
+                        batch_size=batch, seq_len=seq)
+        assert run is not None
+        samples.append(Sample(machine, run.step_s, run.step_s(machine.with_efficiency(truth))))
+    assert held_out_error(samples[:2], machine.efficiency) is None
+    held = held_out_error(samples, machine.efficiency)
+    assert held is not None and held < 0.05  # the model's own times: the others' fit predicts each
+
+
+def test_inter_node_collectives_use_the_nodes_whole_nic_bandwidth() -> None:
+    """Issue 25: NCCL crosses each node with all its NICs (hierarchical), so a group holding every
+    device of its nodes moves data at the node's NIC bandwidth, not one device's share; groups with
+    one device a node (tp 8 x dp) share the NICs. dgx:a100_80 has its own NVLink 3 and HDR NICs."""
+    h100 = machine_from_site(load_site("dgx"))
+    assert h100.node_nic_gbs == 8 * 50
+    assert h100.link_gbs(16, 16) == 400  # dp 16 over 2 nodes: the node's 8 NICs (below NVLink's 450)
+    assert h100.link_gbs(64, 8) == 50  # one rank a node (stride 8): one NIC's share
+    assert h100.link_gbs(8, 8) == 450  # inside the node: NVLink
+    a100 = machine_from_site(load_site("dgx:a100_80"))
+    assert (a100.fast_gbs, a100.node_nic_gbs, a100.link_gbs(16, 16)) == (300, 200, 200)
+    # Profiles without NIC counts: the node's bandwidth is inter_node_gbs x devices per node.
+    polaris = machine_from_site(load_site("polaris"))
+    assert polaris.node_nic_gbs is None and polaris.link_gbs(8, 8) == polaris.inter_node_gbs * 4
+    from orchestrator.sites.profiles import Network
+
+    with pytest.raises(ValueError, match="nics and nic_gbs together"):
+        Network(fast_domain=8, fast_gbs=300, inter_node_gbs=25, nics=8, source="x")

@@ -6,7 +6,7 @@ ranks: what CUDA's max_memory_allocated counts, without its 512-byte rounding). 
 are the workload's body (real tensors, a real gloo group, real DeepSpeed) for every
 configuration, one process (1 rank) and one torchrun (2 ranks) for all of them
 (tests/workloads/peak_driver.py). The prediction traces the same trainer on fake tensors for
-rank 0 of a fake group (ddp, fsdp-full, fsdp-grad-op) or adds DeepSpeed's calibrated
+rank 0 of a fake group (ddp, fsdp-full, fsdp-grad-op) or adds DeepSpeed's documented
 analytic model to a traced forward/backward (zero1-3).
 """
 

@@ -26,6 +26,13 @@ class Layout:
     strategy: str = "ddp"
     recompute: bool = False
     tp2d: bool = False
+    # Megatron's interleaved 1F1B: each device holds vp model chunks, dividing the bubble by vp
+    # (Narayanan et al. SC21, section 2.2.2: bubble (p-1)/(v m)) at vp times the sends.
+    vp: int = 1
+    # Whether the data-parallel gradient reduction overlaps the backward (torch DDP's buckets,
+    # FSDP). False: reduced after the backward, as Megatron-LM's own DDP (`--DDP-impl local`,
+    # its default until 2023: megatron/arguments.py; gradients all-reduced in train_step).
+    grad_overlap: bool = True
 
     @property
     def devices(self) -> int:

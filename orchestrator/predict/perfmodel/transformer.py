@@ -10,6 +10,14 @@ from orchestrator.predict.perfmodel.machine import Machine
 
 BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP's bucket_cap_mb default: the all-reduce left after backward
+# DeepSpeed ZeRO defaults (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig): parameters
+# prefetched ahead of use, in elements (stage3_prefetch_bucket_size 5e7); overlap_comm defaults
+# to True for stage 3 only (validator overlap_comm_valid: ``stage == ZeroStageEnum.weights``), so
+# stages 1 and 2 reduce their gradients after the backward, not under it.
+DS_PREFETCH_ELEMENTS = 5e7
+# ZeRO-3 fetches parameters per submodule as its hooks fire (partitioned_param_coordinator.py):
+# a GPT layer's four Linear and two LayerNorm modules, one all-gather each.
+DS_FETCHES_PER_LAYER = 6
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,9 @@ class Estimate(StepTime):
     fits: bool
     model_flops: float  # per step, all devices
     memory_parts: dict[str, float] = field(default_factory=dict)  # GB per device by part
+    # What memory_gb came from: this module's formula (_memory), or the run's own memory model
+    # (orchestrator/predict/run_memory.py: trace, trace+model, formula) where `orch predict` asked it.
+    memory_from: str = "perfmodel"
 
 
 def _op(machine: Machine, flops: float, nbytes: float, peak_flops: float) -> float:
@@ -82,12 +93,12 @@ def _ring(machine: Machine, nbytes: float, ranks: int, span: int, factor: float)
     (factor 2 for all-reduce, 1 for all-gather or reduce-scatter)."""
     if ranks <= 1 or nbytes <= 0:
         return 0.0
-    bw = machine.link_gbs(span) * 1e9 * machine.efficiency.network
+    bw = machine.link_gbs(span, ranks) * 1e9 * machine.efficiency.network
     return factor * (ranks - 1) / ranks * nbytes / bw + factor * (ranks - 1) * machine.latency_us * 1e-6
 
 
 def _p2p(machine: Machine, nbytes: float, span: int) -> float:
-    return nbytes / (machine.link_gbs(span) * 1e9 * machine.efficiency.network) + machine.latency_us * 1e-6
+    return nbytes / (machine.link_gbs(span, 2) * 1e9 * machine.efficiency.network) + machine.latency_us * 1e-6
 
 
 def _grid(tp: int) -> tuple[int, int]:
@@ -178,6 +189,7 @@ def _memory(shape: ModelShape, layout: Layout, machine: Machine, precision: str,
 def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: str, batch_size: int,
               micro_batch: int | None, global_batch: int | None) -> StepTime:
     """The step of ``layout`` (see :func:`estimate`), without the memory model."""
+    machine = machine.for_precision(precision)
     devices = layout.devices
     global_batch = global_batch or batch_size * devices
     mb = micro_batch or batch_size
@@ -209,10 +221,10 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
     stage = layers * layer_time + head
     pp_comm = 0.0
     if p > 1:  # activations forward and their gradients backward across each stage boundary
-        pp_comm = 2 * _p2p(machine, tokens * shape.hidden / t * act, 2 * t * cp * d)
+        pp_comm = 2 * layout.vp * _p2p(machine, tokens * shape.hidden / t * act, 2 * t * cp * d)
         stage += pp_comm
-    pipeline = (m + p - 1) * stage
-    bubble = (p - 1) * stage
+    bubble = (p - 1) / max(layout.vp, 1) * stage
+    pipeline = m * stage + bubble
 
     # Data parallel: gradients of the local shard (fp32 under torch autocast and in fp32;
     # 16-bit reduced by DeepSpeed ZeRO in 16-bit precisions).
@@ -223,8 +235,28 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
     if d > 1:
         reduce = _ring(machine, n_local * grad_bytes, d, span, 2.0)
         backward_window = layers * fwd * (passes - 1.0)  # the last micro-batch's backward
+        if not layout.grad_overlap:
+            backward_window = 0.0  # reduced after the backward (Layout.grad_overlap)
         bucket = _ring(machine, min(DDP_BUCKET_BYTES, n_local * grad_bytes), d, span, 2.0)
-        if layout.zero == 3:
+        deepspeed = layout.strategy.startswith("zero")  # DeepSpeed's ZeRO, not torch FSDP
+        if layout.zero == 3 and deepspeed:
+            # DeepSpeed ZeRO-3 (issue 25: measured 1.3-3.2x slower than FSDP): each layer's
+            # parameters all-gathered in the forward and again in the backward of every
+            # micro-batch; only DS_PREFETCH_ELEMENTS of them are fetched ahead, under the
+            # previous layer's compute, the rest waits. Gradients reduce-scattered in every
+            # micro-batch's backward (partitioned gradients), overlapped (overlap_comm) but for
+            # the last bucket.
+            # Gathered in the forward, in the backward, and again in the recomputed forward
+            # (hooks fire on every module call), each fetch paying the ring's latency.
+            fetches = passes - 1.0
+            gather = _ring(machine, n_local * act, d, span, 1.0) * fetches
+            gather += fetches * layers * (DS_FETCHES_PER_LAYER - 1) * (d - 1) * machine.latency_us * 1e-6
+            per_layer = gather / max(layers, 1)
+            ahead = min(1.0, DS_PREFETCH_ELEMENTS / max(shape.layer_params / t, 1.0))
+            layer_compute = fwd * passes
+            per_micro = layers * ((1 - ahead) * per_layer + max(0.0, ahead * per_layer - layer_compute))
+            dp_exposed = m * (per_micro + max(bucket, reduce / 2 - backward_window))
+        elif layout.zero == 3:
             # Reduce-scatter of gradients (half the all-reduce) after the last backward, and the
             # parameter all-gathers (forward and backward) of every micro-batch, prefetched
             # under its compute but for one layer's.
@@ -232,6 +264,12 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
             hidden_under = layers * fwd * passes
             per_micro = max(gather / max(layers, 1), gather - hidden_under)
             dp_exposed = m * per_micro + max(bucket, reduce / 2 - backward_window)
+        elif layout.zero in (1, 2) and deepspeed:
+            # DeepSpeed ZeRO-1/2 without overlap_comm (its default below stage 3): the gradient
+            # reduce-scatter runs after the backward (ZeRO-2 after every micro-batch's, as its
+            # gradients are partitioned; ZeRO-1 at the accumulation boundary), then the
+            # all-gather of the updated parameters.
+            dp_exposed = (m if layout.zero == 2 else 1) * reduce / 2 + reduce / 2
         elif layout.zero in (1, 2):
             # Reduce-scatter under the backward as DDP's all-reduce; the all-gather of the
             # updated parameters after the optimizer step is exposed.
@@ -241,8 +279,10 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
     # Optimizer (AdamW): a pass over fp32 parameters (r/w), gradients (r), two moments (r/w).
     shard = n_local / (d if layout.zero >= 1 else 1)
     optimizer = _op(machine, 0.0, shard * (8 + 4 + 16), peak) + 6 * machine.efficiency.op_overhead_us * 1e-6
-    return StepTime(step_s=pipeline + dp_exposed + optimizer, compute_s=m * layers * fwd * passes + m * head,
-                     tp_comm_s=m * layers * tp_comm, cp_comm_s=m * layers * cp_comm, pp_comm_s=(m + p - 1) * pp_comm,
+    overhead = machine.efficiency.step_overhead_ms * 1e-3
+    pp_total = (m + (p - 1) / max(layout.vp, 1)) * pp_comm
+    return StepTime(step_s=pipeline + dp_exposed + optimizer + overhead, compute_s=m * layers * fwd * passes + m * head,
+                     tp_comm_s=m * layers * tp_comm, cp_comm_s=m * layers * cp_comm, pp_comm_s=pp_total,
                      bubble_s=bubble, dp_comm_exposed_s=dp_exposed, optimizer_s=optimizer, micro_batches=m,
                      micro_batch=mb, global_batch=global_batch)
 

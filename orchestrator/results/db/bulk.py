@@ -11,15 +11,51 @@ COPY text, built here. Everything runs on the caller's connection, inside its tr
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Float, Integer, String, Table, Text, insert
+from sqlalchemy import BigInteger, Connection, Float, Integer, SmallInteger, String, Table, Text, insert
+from sqlalchemy.sql.elements import KeyedColumnElement
 
 # Python int, float and str reach the drivers as they are; any other column type (DateTime
 # on SQLite, stored as text) goes through SQLAlchemy's bind processor, so bulk-written rows
 # read back exactly like ORM-written ones.
 _NATIVE = (Integer, Float, String, Text)
+
+
+# The integers each column type holds on PostgreSQL (SQLite holds any 64-bit integer in any of
+# them): a value must fit the strictest backend, so that what SQLite stores PostgreSQL does too.
+_INTEGER_BITS: tuple[tuple[type, int], ...] = ((BigInteger, 64), (SmallInteger, 16), (Integer, 32))
+
+
+def column_problem(column: KeyedColumnElement[Any], value: Any) -> str | None:
+    """Why ``value`` cannot be stored in ``column`` on every backend, or None.
+
+    SQLite takes anything: a string longer than its ``String(n)``, a NUL character, an integer
+    beyond the column's type. PostgreSQL refuses each (``varchar(n)`` counts characters, ``text``
+    cannot hold NUL, ``integer`` is 32-bit), and a refusal inside a bulk write fails the whole
+    batch. Checked here, from the column's own type, the two backends accept the same values."""
+    if value is None:
+        return None
+    column_type = column.type
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "contains a NUL character (\\0), which a database text column cannot hold"
+        length = getattr(column_type, "length", None)
+        if length is not None and len(value) > length:
+            return f"{len(value)} characters, over the {length} its database column ({column.key}) holds"
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and isinstance(column_type, Integer):
+        bits = next(b for kind, b in _INTEGER_BITS if isinstance(column_type, kind))
+        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            return f"{value} is beyond the {bits}-bit integers its database column ({column.key}) holds"
+        return None
+    if isinstance(value, (int, float)) and isinstance(column_type, Float) and not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    return None
 
 
 def insert_rows(connection: Connection, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> int:

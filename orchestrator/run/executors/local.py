@@ -40,7 +40,11 @@ from orchestrator.run.executors.local_controller import MODULE as CONTROLLER_MOD
 from orchestrator.run.executors.local_controller import SUBMITIT_MODULE
 from orchestrator.run.executors.local_cores import CAPACITY_ENV, parse_capacity
 from orchestrator.run.executors.local_job import run_batch_script
+from orchestrator.safefile import open_regular, read_regular
 from orchestrator.sites.schedulers import ExecutorOptions, LocalOptions
+
+# A started file holds one timestamp, a marker one job id: far less than this.
+STARTED_FILE_LIMIT = 4096
 
 # submitit's own timeout: never reached, the job enforces the walltime from when it got its cores.
 CONTROLLER_TIMEOUT_MIN = 60 * 24 * 365
@@ -161,10 +165,14 @@ class LocalExecutor(Executor):
 
     def _result(self, job_id: str) -> tuple[str, object] | None:
         path = self.folder / f"{job_id}_0_result.pkl"
-        if not path.exists():
+        try:
+            # Opened as the started file is (a FIFO put here must not block the poll); a result
+            # is a small pickle, and one that is not a regular file is no result.
+            fd = open_regular(path)
+        except OSError:  # none yet (FileNotFoundError), or one refused: no result either way
             return None
         try:
-            with path.open("rb") as handle:
+            with os.fdopen(fd, "rb") as handle:
                 return pickle.load(handle)
         except (EOFError, pickle.UnpicklingError):
             return None  # still being written
@@ -192,9 +200,15 @@ class LocalExecutor(Executor):
     def _info_alive(self, job_id: str) -> JobInfo:
         """Running once the job got its cores (the started file holds when), pending before."""
         try:
-            started = (self.folder / "started" / job_id).read_text().strip()
+            # The job writes this file, so it may be anything: a FIFO in its place once hung every
+            # `orch status` (read_regular never waits on one, nor reads past a timestamp's size).
+            text = read_regular(self.folder / "started" / job_id, STARTED_FILE_LIMIT)
+            started = text.decode(errors="replace").strip()
         except FileNotFoundError:
             return JobInfo(job_id, JobState.PENDING, reason="waiting for cores")
+        except OSError as exc:
+            return JobInfo(job_id, JobState.RUNNING, node_list="localhost",
+                           reason=f"its started file was not read: {exc}")
         return JobInfo(job_id, JobState.RUNNING, node_list="localhost", started_at=started or None)
 
     def _info_from_result(self, job_id: str, result: tuple[str, object]) -> JobInfo:
@@ -223,7 +237,9 @@ class LocalExecutor(Executor):
     def find_by_name(self, job_names: list[str]) -> dict[str, str]:
         found: dict[str, str] = {}
         for name in job_names:
-            marker = self._marker(name)
-            if marker.exists():
-                found[name] = marker.read_text().strip()
+            try:  # the job writes its marker too: read like the started file
+                text = read_regular(self._marker(name), STARTED_FILE_LIMIT)
+            except OSError:
+                continue
+            found[name] = text.decode(errors="replace").strip()
         return found
