@@ -267,8 +267,9 @@ def submit(
 ) -> None:
     """Submit planned runs to their site's scheduler (each run exactly once).
 
-    Exit 1 when nothing was submitted (no run planned or waiting for a retry), saying where the runs
-    are and why the skipped ones were skipped; re-planning the sweep updates runs not yet submitted."""
+    Exit 1 when nothing was submitted (no run planned or waiting for a retry, or every submission
+    held back because the scheduler could not be reached), saying where the runs are and why the
+    skipped ones were skipped; re-planning the sweep updates runs not yet submitted."""
     from orchestrator.results.db.engine import redact
     from orchestrator.results.db.state import state_counts
     from orchestrator.run.submit import submit_runs
@@ -279,13 +280,20 @@ def submit(
         raise UserError(f"no runs of {what} in {redact(c.db_url)} (plan a sweep that names it first: "
                         "orch plan SWEEP)")
     report = submit_runs(c.sessions, c.executors(), site=site, sweep=sweep, dry_run=dry_run)
-    nothing = not (dry_run or report.submitted or report.failed or report.deferred)
+    # A run held back because the server could not be reached was not submitted (it cannot have
+    # reached the scheduler): a submit where that is all that happened fails, for PBS and Slurm alike.
+    reached = [d for d in report.deferred if d not in report.unreached]
+    nothing = not (dry_run or report.submitted or report.failed or reached)
+    why_nothing = ""
+    if nothing:
+        why_nothing = (_why_unreached(report.unreached) if report.unreached else _why_nothing(c, sweep, site))
     if as_json:
         print_json({"submitted": [{"run_id": r, "job_id": j} for r, j in report.submitted],
                     "failed": [{"run_id": r, "reason": why} for r, why in report.failed],
                     "deferred": [{"run_id": r, "reason": why} for r, why in report.deferred],
+                    "unreached": [{"run_id": r, "reason": why} for r, why in report.unreached],
                     "would_submit": report.would_submit, "scheduler_calls": report.calls,
-                    **({"nothing_submitted": _why_nothing(c, sweep, site)} if nothing else {})})
+                    **({"nothing_submitted": why_nothing} if nothing else {})})
         if nothing:
             raise typer.Exit(1)
         return
@@ -297,14 +305,24 @@ def submit(
     if nothing:
         scope = " of " + " and ".join(f"{k} {v}" for k, v in (("sweep", sweep), ("site", site)) if v) \
             if (site or sweep) else ""
-        err_console.print(f"nothing to submit{scope}: {_why_nothing(c, sweep, site)}", markup=False, soft_wrap=True)
+        head = "nothing submitted" if report.unreached else "nothing to submit"
+        err_console.print(f"{head}{scope}: {why_nothing}", markup=False, soft_wrap=True)
         raise typer.Exit(1)
     console.print(f"submitted {len(report.submitted)} run(s)" +
                   (f"; {len(report.failed)} refused" if report.failed else "") +
-                  (f"; {len(report.deferred)} held back (queue limit or no answer; `orch status` retries)"
-                   if report.deferred else ""))
+                  (f"; {len(reached)} held back (queue limit or no answer; `orch status` retries)"
+                   if reached else "") +
+                  (f"; {len(report.unreached)} not submitted (the scheduler could not be reached)"
+                   if report.unreached else ""))
     for run_id, why in report.failed:
         err_console.print(f"  {run_id}: {why}", markup=False)
+
+
+def _why_unreached(unreached: list[tuple[str, str]]) -> str:
+    """Why no run was submitted when every submit command failed to reach the scheduler."""
+    first = unreached[0][1].strip().splitlines()[0] if unreached[0][1].strip() else "no answer"
+    return (f"{len(unreached)} run(s) not submitted: the scheduler could not be reached ({first}); "
+            "they stay waiting and `orch submit` or `orch status` tries again once it answers")
 
 
 def _why_nothing(c: Context, sweep: str | None, site: str | None) -> str:
@@ -795,14 +813,18 @@ def sites_rehearsal(
     A PBS site (no twin): [bold]source OUTPUT/pbs-env.sh[/bold] (the emulator, when no PBS server is here),
     then the same run; the command says what that proves and what it does not.
     """
-    from orchestrator.run.sitecheck import pbs_rehearsal_setup, rehearsal_profile
+    from orchestrator.run.sitecheck import pbs_rehearsal_setup, rehearsal_profile, with_pbs_commands_dir
 
     filename, text, changes = rehearsal_profile(site, ctx_obj(ctx).sites_dirs)
     output.mkdir(parents=True, exist_ok=True)
     path = output / filename
+    notes: list[str] = []
+    if "\nscheduler: pbs\n" in text:
+        # PBS: no twin; the emulator, named by absolute path in the profile (and what that proves, plainly).
+        notes, commands_dir = pbs_rehearsal_setup(output)
+        if commands_dir is not None:
+            text = with_pbs_commands_dir(text, commands_dir)
     path.write_text(text)
-    # PBS: no twin; a PBS server here, else the emulator (and what that proves, plainly).
-    notes = pbs_rehearsal_setup(output) if "\nscheduler: pbs\n" in text else []
     if as_json:
         print_json({"path": str(path), "changes": changes, "notes": notes})
         return

@@ -19,6 +19,7 @@ from orchestrator.predict import memory, run_memory
 from orchestrator.predict.perfmodel.layout import Layout
 from orchestrator.predict.perfmodel.machine import Machine
 from orchestrator.predict.perfmodel.transformer import Estimate
+from workloads.models.configs import GPTConfig
 
 # FSDP2 over the data-parallel ranks is what the gpt2 workload runs beside tp or cp where DeepSpeed
 # cannot; in the model it is the same stage (perfmodel/layout.py: ZERO_STAGE).
@@ -63,19 +64,28 @@ def _prefetch(runs: list[dict[str, Any]]) -> None:
         pass
 
 
+def _formula(values: dict[str, Any], config: GPTConfig | None, untraced: str) -> tuple[int, str]:
+    """The workload's formula for ``values``, with ``config``'s shape where the model is no preset."""
+    if config is not None:
+        return memory.gpt_training(values, config=config), untraced
+    return int(run_memory.formula_bytes("gpt2", values) or 0), memory.FROM_FORMULA
+
+
 def with_run_memory(estimates: list[Estimate], machine: Machine, *, model: str, precision: str, seq_len: int,
-                    gpt2: Gpt2) -> list[Estimate]:
+                    gpt2: Gpt2, config: GPTConfig | None = None,
+                    untraced: str = memory.FROM_FORMULA) -> list[Estimate]:
     """``estimates`` with their memory from the run's own model, re-ranked as ``search.rank`` ranks
-    (those that fit first, fastest first, then the least memory)."""
+    (those that fit first, fastest first, then the least memory). ``config``: the shape of a model
+    that is no gpt2 preset (`orch predict`'s custom shapes, GPT-3 175B/1T): nothing to trace, the
+    formula with that shape, its memory_from ``untraced``."""
     runs = [run_of(e, model, precision, seq_len) for e in estimates]
-    runnable = [gpt2(e)[0] is not None for e in estimates]
+    runnable = [config is None and gpt2(e)[0] is not None for e in estimates]
     _prefetch([v for v, ok in zip(runs, runnable) if ok])
     out: list[Estimate] = []
     for e, values, ok in zip(estimates, runs, runnable):
         found = run_memory.run_bytes("gpt2", values) if ok else None
         if found is None:
-            formula = run_memory.formula_bytes("gpt2", values)
-            found = (int(formula or 0), memory.FROM_FORMULA)
+            found = _formula(values, config, untraced)
         tensors_gb = found[0] / 1e9
         total = tensors_gb + machine.fixed_memory_gb
         out.append(replace(e, memory_gb=total, fits=machine.memory_gb is None or total <= machine.memory_gb,

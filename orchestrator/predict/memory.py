@@ -26,7 +26,7 @@ import workloads
 from orchestrator.predict.memory_inputs import ACCUM_TRACED, DEEPSPEED, STRATEGIES, TRACED, Inputs, _int, model_config  # noqa: F401
 from orchestrator.predict.states import model_state_bytes  # noqa: F401  (the floor; re-exported)
 from workloads import flops, layouts, shapes
-from workloads.models.configs import SIZES
+from workloads.models.configs import SIZES, GPTConfig
 
 BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
@@ -41,7 +41,7 @@ def activation_bytes(layers: int, batch: int, seq: int, hidden: int, vocab: int,
 
 
 def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int | None = None,
-                 default_batch: int = 8, default_seq: int = 1024) -> int:
+                 default_batch: int = 8, default_seq: int = 1024, config: GPTConfig | None = None) -> int:
     """Per-rank bytes of a GPT training run, by formula (the traced prediction's fallback, and the
     only prediction of tensor/pipeline/context layouts, ``tp``/``pp``/``cp`` > 1).
 
@@ -54,8 +54,10 @@ def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int |
     under 1F1B, all of them under GPipe; the logits (vocabulary / tp) only on the last stage.
     Context parallel (cp): a rank's activations and logits for s/cp tokens, plus the keys and
     values it gathers from the others; the states are spread over dp x cp ranks as over dp.
+    ``config``: a shape that is no preset (`orch predict`'s custom shapes and GPT-3 175B/1T) instead of
+    ``p["model"]``'s.
     """
-    cfg = SIZES[str(p.get("model") or default_model)]
+    cfg = config or SIZES[str(p.get("model") or default_model)]
     # Character tokens: the text's alphabet, at most 256 for the texts here (67 for shakespeare).
     data_vocab = 256 if str(p.get("tokenizer") or "") == "char" else cfg.vocab_size
     vocab = vocab or _int(p, "vocab_size", data_vocab)

@@ -111,6 +111,11 @@ def _repair_intents(session: Session, executors: Executors, report: PollReport, 
                                                                         Attempt.id != attempt.id))
                 run.status = RunState.RETRY if has_earlier else RunState.PLANNED
                 report.returned_to_plan += 1
+            else:
+                # The scheduler answered this time: an earlier error ("Connection refused" from qsub
+                # during an outage, "not repaired yet: ...") no longer describes the intent.
+                attempt.reason = (f"the scheduler answered and holds no job of this name yet: handed back to "
+                                  f"be submitted {grace} after the last submit if none appears")
 
 
 def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report: PollReport,
@@ -189,8 +194,22 @@ def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollRepo
                 attempt.node_list = info.node_list or attempt.node_list
                 attempt.elapsed_s = info.elapsed_s if info.elapsed_s is not None else attempt.elapsed_s
                 attempt.max_rss_mb = info.max_rss_mb if info.max_rss_mb is not None else attempt.max_rss_mb
+                run_count = info.extra.get("run_count")
+                requeued = isinstance(run_count, int) and run_count > (attempt.run_count or 1)
+                if isinstance(run_count, int):
+                    attempt.run_count = max(run_count, attempt.run_count or 0)
                 if info.state != JobState.PENDING:  # a queued job has not started, whatever it shows
-                    attempt.started_at = attempt.started_at or _parse_time(info.started_at)
+                    # started_at is the LAST start: after a requeue (qrerun, node failure) the
+                    # scheduler's elapsed time is the last run's, and the two must agree; run_count
+                    # records that earlier runs happened.
+                    started = _parse_time(info.started_at)
+                    attempt.started_at = (started or attempt.started_at) if requeued else (
+                        attempt.started_at or started)
+                elif attempt.state == AttemptState.RUNNING:
+                    # It ran and is queued again (qrerun, node-failure requeue): its next start is the
+                    # one that counts.
+                    attempt.state, attempt.run.status = AttemptState.PENDING, RunState.SUBMITTED
+                    attempt.started_at = None
                 if info.ended:
                     ended.append((attempt, info))
                 elif info.state == JobState.RUNNING:

@@ -23,9 +23,10 @@ as not verifiable here and the rest of the script is checked without it.
 of the site but run the workload on this machine's CPU (device ``cpu``, this Python, no
 module setup lines, a launcher this machine has), so that a sweep written for the site runs
 on its twin unchanged: ``orch --sites-dir DIR run sweep.yaml``. A PBS site (Polaris) has
-no twin; its rehearsal profile runs through a PBS server on this machine when there is one
-(``qsub`` on PATH), otherwise through orch's PBS emulator (:func:`pbs_rehearsal_setup`): that
-proves orch's PBS path with the site's directives, not that the site's server accepts them.
+no twin; its rehearsal profile runs through orch's PBS emulator, named by absolute path in the
+profile (``executor.commands_dir``, :func:`pbs_rehearsal_setup`) even where a PBS install puts
+its own ``qsub`` first on PATH: that proves orch's PBS path with the site's directives, not that
+the site's server accepts them.
 """
 
 from __future__ import annotations
@@ -442,28 +443,55 @@ def pbs_emulator_path() -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def pbs_rehearsal_setup(output: Path) -> list[str]:
-    """What runs a PBS rehearsal here, as lines to print: a PBS server's ``qsub`` on PATH, or
-    ``output/pbs-bin`` (qsub, qstat, qdel of the emulator) and ``output/pbs-env.sh`` to source."""
+def pbs_rehearsal_setup(output: Path) -> tuple[list[str], str | None]:
+    """What runs a PBS rehearsal here: lines to print, and the directory of the emulator's qsub,
+    qstat and qdel (``output/pbs-bin``, with ``output/pbs-env.sh``) to put in the rehearsal
+    profile's ``executor.commands_dir``; None when this install has no emulator.
+
+    The emulator is chosen explicitly, by absolute path, whether or not a ``qsub`` is on PATH:
+    a PBS install's profile script puts its own ``qsub`` first on every login shell's PATH, and
+    a rehearsal that took whatever ``qsub`` came first sent its jobs to that server while saying
+    it used the emulator."""
     output = output.resolve()
     lines = [f"proves: {PBS_REHEARSAL_PROVES}", f"does not prove: {PBS_REHEARSAL_DOES_NOT_PROVE}"]
-    if shutil.which("qsub"):
-        return [f"qsub found at {shutil.which('qsub')}: the rehearsal runs against that PBS server", *lines]
     emulator = pbs_emulator_path()
     if emulator is None:
-        return ["no PBS server here (no qsub on PATH) and this install has no PBS emulator "
-                "(tests/pbs/pbs_emulator.py of a source checkout): the profile cannot run here", *lines]
+        found = shutil.which("qsub")
+        where = (f"the profile runs against the PBS server of {found} (first qsub on PATH)" if found
+                 else "no qsub on PATH either: the profile cannot run here")
+        return [f"this install has no PBS emulator (tests/pbs/pbs_emulator.py of a source checkout): {where}",
+                *lines], None
     bin_dir = output / "pbs-bin"
+    server_home = output / "pbs-server"
     bin_dir.mkdir(parents=True, exist_ok=True)
     for command in ("qsub", "qstat", "qdel"):
         shim = bin_dir / command
-        shim.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(emulator.parent)!r})\n"
+        # The server's state directory is baked in: the profile's commands_dir alone reaches it.
+        shim.write_text(f"#!{sys.executable}\nimport os, sys\nsys.path.insert(0, {str(emulator.parent)!r})\n"
+                        f"os.environ.setdefault('PBS_EMU_HOME', {str(server_home)!r})\n"
                         f"import pbs_emulator\nsys.exit(pbs_emulator.main({command!r}, sys.argv[1:]))\n")
         shim.chmod(0o755)
     env = output / "pbs-env.sh"
-    env.write_text("# orch's PBS emulator for a rehearsal (no PBS server on this machine): source this file.\n"
+    env.write_text("# orch's PBS emulator for a rehearsal: source this file (the profile already names pbs-bin\n"
+                   "# as its executor.commands_dir, so orch reaches the emulator even with a PBS qsub on PATH).\n"
                    f"export PATH={shlex.quote(str(bin_dir))}:\"$PATH\"\n"
-                   f"export PBS_EMU_HOME={shlex.quote(str(output / 'pbs-server'))}\n")
-    return ["no PBS server here: the rehearsal runs through orch's PBS emulator (it runs each job with bash "
-            "on this host, at most $PBS_EMU_SLOTS at once, as OpenPBS 23.06 reports them)",
-            f"first: source {env}", *lines]
+                   f"export PBS_EMU_HOME={shlex.quote(str(server_home))}\n")
+    other = shutil.which("qsub")
+    seen = (f" (the qsub first on PATH, {other}, is not used: the profile names the emulator's commands)"
+            if other and Path(other).resolve().parent != bin_dir else "")
+    return ["the rehearsal runs through orch's PBS emulator, by absolute path " + str(bin_dir) + seen
+            + " (it runs each job with bash on this host, at most $PBS_EMU_SLOTS at once, as OpenPBS 23.06 "
+            "reports them)", f"for qsub/qstat by hand: source {env}", *lines], str(bin_dir)
+
+
+def with_pbs_commands_dir(text: str, commands_dir: str) -> str:
+    """A rehearsal profile's text with ``executor.commands_dir`` set (its leading comments kept)."""
+    lines = text.splitlines(keepends=True)
+    head = 0
+    while head < len(lines) and lines[head].startswith("#"):
+        head += 1
+    data = yaml.safe_load("".join(lines[head:])) or {}
+    executor = dict(data.get("executor") or {})
+    executor["commands_dir"] = commands_dir
+    data["executor"] = executor
+    return "".join(lines[:head]) + yaml.safe_dump(data, sort_keys=False)

@@ -35,8 +35,23 @@ class SubmitReport:
     submitted: list[tuple[str, str]] = field(default_factory=list)  # (run id, job id)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (run id, reason)
     deferred: list[tuple[str, str]] = field(default_factory=list)  # (run id, reason): submitted later
+    # The part of ``deferred`` whose submit command never reached the scheduler (connection refused,
+    # controller unreachable): certainly not submitted, so ``orch submit`` does not count them as done.
+    unreached: list[tuple[str, str]] = field(default_factory=list)
     would_submit: list[str] = field(default_factory=list)  # dry run
     calls: dict[str, int] = field(default_factory=dict)
+
+
+# What qsub (OpenPBS: errno 15010, "cannot connect to server") and sbatch print when they could not
+# reach the server at all: no job can exist then, unlike a command that timed out after sending it.
+_UNREACHED = ("connection refused", "cannot connect to server", "could not connect", "pbs_connect",
+              "errno=15010", "unable to contact slurm controller", "connection reset")
+
+
+def server_unreached(reason: str) -> bool:
+    """Whether a submit command's error says it never reached the scheduler."""
+    low = reason.lower()
+    return any(marker in low for marker in _UNREACHED)
 
 
 def executor_folder(state_dir: Path, site: str) -> Path:
@@ -176,7 +191,8 @@ def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str
             failed.append((run.id, reason))
         if progress:
             progress(sum(1 for j in result.job_ids if j is not None))
-    return SubmitReport(submitted=submitted, failed=failed, deferred=deferred, calls=executors.calls())
+    return SubmitReport(submitted=submitted, failed=failed, deferred=deferred,
+                        unreached=[(r, why) for r, why in deferred if server_unreached(why)], calls=executors.calls())
 
 
 def _record_refused(sessions: sessionmaker[Session], claimed: list[tuple[Run, Attempt]], reason: str) -> None:

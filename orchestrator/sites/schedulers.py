@@ -79,6 +79,11 @@ class PbsOptions(BatchOptions):
         False,
         description="Ask qstat about one job per call from the start (for a qstat that drops operands of a "
                     "batched query; orch also switches on its own when it sees one do so).")
+    commands_dir: str | None = Field(
+        None,
+        description="Directory holding the qsub, qstat and qdel orch runs, by absolute path (a rehearsal's PBS "
+                    "emulator: a PBS install's profile script puts its own qsub first on every login shell's PATH); "
+                    "unset: the first of each on PATH.")
 
 
 @SCHEDULERS.register("local")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_orch
 
 
@@ -22,8 +24,12 @@ def test_predict_ranks_layouts_of_gpt2_xl_on_polaris(workdir: Path) -> None:
     assert fits[0] == "yes" and "NO" in fits and fits == sorted(fits, key=lambda f: f != "yes")
     assert all(r["memory_gb"] <= 40 for r in layouts if r["fits"] == "yes")
     assert all(r["memory_gb"] > 40 for r in layouts if r["fits"] == "NO")
-    steps = [r["step_s"] for r in layouts if r["fits"] == "yes"]
-    assert steps == sorted(steps)
+    # Of the layouts that fit, those the gpt2 workload runs first, each group fastest first.
+    fitting = [r for r in layouts if r["fits"] == "yes"]
+    assert [r["runnable"] for r in fitting] == sorted((r["runnable"] for r in fitting), reverse=True)
+    for runs in (True, False):
+        steps = [r["step_s"] for r in fitting if r["runnable"] is runs]
+        assert steps and steps == sorted(steps)
     assert all(0 < r["mfu"] < 1 for r in layouts)
     # Each layout says how the gpt2 workload runs it, or why it cannot (its own layout check).
     assert all((r["gpt2_values"] is None) != (r["gpt2_refusal"] is None) for r in layouts)
@@ -94,3 +100,85 @@ def test_predict_errors_are_one_line(workdir: Path) -> None:
         assert done.returncode == 2, (args, done.stderr)
         assert message in done.stderr and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_gpt3_175b_on_1024_polaris_devices_and_its_time_to_train(workdir: Path) -> None:
+    """Study E's GPT-3 175B (the time model's own preset) on 1024 devices: every layout splits
+    them all, each with a positive time to train 300B tokens, and the step's parts sum to it."""
+    out = json.loads(run_orch("predict", "--model", "gpt3-175b", "--devices", "1024", "--site", "polaris",
+                              "--tokens", "300B", "--json", cwd=workdir, check=True).stdout)
+    assert out["shape"] == {"layers": 96, "hidden": 12288, "heads": 96, "vocab": 51200, "seq": 2048,
+                            "workload_preset": False}
+    layouts = out["layouts"]
+    assert layouts and all(r["dp"] * r["tp"] * r["pp"] * r["cp"] == 1024 for r in layouts)
+    assert out["tokens"] == 300e9 and out["price_per_device_hour"] > 0
+    for r in layouts:
+        train = r["time_to_train"]
+        steps = -(-300e9 // (out["global_batch"] * 2048))
+        assert train["steps"] == steps and train["hours"] == pytest.approx(steps * r["step_s"] / 3600, rel=1e-5)
+        assert train["days"] > 0 and train["device_hours"] == pytest.approx(train["hours"] * 1024)
+        assert train["cost"] == pytest.approx(train["device_hours"] * out["price_per_device_hour"])
+        assert set(r["breakdown"]) == {"compute", "tensor_parallel", "context_parallel", "pipeline_parallel",
+                                       "bubble", "data_parallel", "optimizer", "overhead"}
+        assert sum(r["breakdown"].values()) == pytest.approx(r["step_s"], abs=1e-6)
+        # No gpt2 preset: memory from the formula, said so; nothing the gpt2 workload measures.
+        assert r["memory_from"].startswith("formula (no trace") and r["gpt2"] == "no"
+        assert isinstance(r["runnable"], bool)
+    fitting = [r for r in layouts if r["fits"] == "yes"]
+    assert fitting[0]["runnable"] and any(not r["runnable"] for r in fitting)
+    assert [r["runnable"] for r in fitting] == sorted((r["runnable"] for r in fitting), reverse=True)
+
+
+def test_runnable_lists_only_what_the_workload_runs(workdir: Path) -> None:
+    every = json.loads(run_orch("predict", "--model", "gpt2-xl", "--devices", "8", "--site", "polaris", "--json",
+                                cwd=workdir, check=True).stdout)["layouts"]
+    only = json.loads(run_orch("predict", "--model", "gpt2-xl", "--devices", "8", "--site", "polaris", "--json",
+                               "--runnable", cwd=workdir, check=True).stdout)["layouts"]
+    assert only and all(r["runnable"] and r["gpt2_values"] for r in only)
+    assert [r["rank"] for r in only] == list(range(1, len(only) + 1))
+    assert {r["layout"] for r in only} == {r["layout"] for r in every if r["runnable"]}
+    assert len(only) < len(every)
+    text = run_orch("predict", "--model", "gpt3-1t", "--devices", "512", "--site", "polaris", "--runnable",
+                    "--tokens", "1T", "--top", "3", cwd=workdir, check=True).stdout
+    for column in ("runnable", "days", "device-h", "cost USD"):
+        assert column in text
+    assert "vocab 51200" in text and "time to train 1e+12 tokens" in text
+    big = json.loads(run_orch("predict", "--model", "gpt3-1t", "--devices", "512", "--site", "polaris", "--runnable",
+                              "--json", cwd=workdir, check=True).stdout)["layouts"]
+    assert big and all(r["runnable"] and r["runnable_refusal"] is None and not r["tp2d"] for r in big)
+    assert all(160 % r["tp"] == 0 for r in big)  # the workload's check: tp divides the heads
+
+
+def test_custom_shape_and_breakdown_table(workdir: Path) -> None:
+    args = ("--layers", "24", "--hidden", "2048", "--heads", "16", "--vocab", "32000", "--seq", "4096",
+            "--devices", "8", "--site", "polaris")
+    out = json.loads(run_orch("predict", *args, "--json", cwd=workdir, check=True).stdout)
+    assert out["model"] == "custom" and out["seq_len"] == 4096
+    assert out["shape"] == {"layers": 24, "hidden": 2048, "heads": 16, "vocab": 32000, "seq": 4096,
+                            "workload_preset": False}
+    assert all(r["memory_from"] == "formula (no trace: a custom shape)" for r in out["layouts"])
+    assert all(r["time_to_train"] is None for r in out["layouts"])
+    text = run_orch("predict", *args, "--breakdown", "--top", "3", cwd=workdir, check=True).stdout
+    for column in ("compute s", "tensor_parallel s", "pipeline_parallel s", "bubble s", "data_parallel s",
+                   "optimizer s", "overhead s"):
+        assert column in text
+    assert "shape: 24 layers, hidden 2048, 16 heads, vocab 32000" in text
+
+
+def test_bad_custom_shapes_are_one_line_errors(workdir: Path) -> None:
+    where = ("--devices", "8", "--site", "polaris")
+    cases = [
+        (("--layers", "24", "--hidden", "2048"), "missing --heads, --vocab, --seq"),
+        (("--layers", "24", "--hidden", "2048", "--heads", "12", "--vocab", "32000", "--seq", "1024"),
+         "--hidden 2048 is not divisible by --heads 12"),
+        (("--layers", "0", "--hidden", "2048", "--heads", "16", "--vocab", "32000", "--seq", "1024"),
+         "--layers 0: expected a whole number >= 1"),
+        (("--model", "gpt2", "--layers", "24"), "give a preset or a custom shape, not both"),
+        ((), "give --model (a preset) or a custom shape"),
+        (("--model", "gpt2", "--tokens", "lots"), "--tokens 'lots'"),
+    ]
+    for args, message in cases:
+        done = run_orch("predict", *args, *where, cwd=workdir)
+        assert done.returncode == 2, (args, done.stderr)
+        assert message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr

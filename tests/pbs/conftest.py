@@ -14,7 +14,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE / "samples"
-COMMANDS = ("qsub", "qstat", "qdel")
+COMMANDS = ("qsub", "qstat", "qdel", "qrerun")
 
 
 @dataclass

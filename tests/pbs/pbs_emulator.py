@@ -41,6 +41,8 @@ as during a ``qterm``; running jobs go on and keep their history),
 query of several operands answers rc 0 with the first operand's jobs only),
 ``PBS_EMU_RAW_VARIABLES=1`` (write ``Variable_List`` values unescaped, the invalid JSON
 some PBS versions print), ``PBS_EMU_LOG`` (a file each command invocation is appended to).
+``qrerun JOB`` requeues a running job (as a node failure does): killed, queued again, started
+again with ``run_count`` one higher and a new ``stime``.
 """
 
 from __future__ import annotations
@@ -616,8 +618,11 @@ def run(seq: int) -> int:
                     with locked():
                         cur = load(h, seq) or rec
                         deleted = attrs_of(cur, key).get("_deleted")
+                        rerun = attrs_of(cur, key).get("_rerun")
                     if deleted:
                         job["killed"] = "qdel"
+                    elif rerun:
+                        job["killed"] = "rerun"
                     elif job["walltime"] is not None and elapsed > job["walltime"]:
                         job["killed"] = "walltime"
                     elif job["mem_kb"] is not None and rss > job["mem_kb"]:
@@ -633,6 +638,26 @@ def run(seq: int) -> int:
                         os.killpg(proc.pid, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
+                continue
+            if job["killed"] == "rerun":
+                # Requeued: back to Q, not run here; run_count stays until the next start.
+                job["out"].close()
+                if job["err"] is not job["out"]:
+                    job["err"].close()
+                with locked():
+                    rec = load(h, seq) or rec
+                    attrs = attrs_of(rec, key)
+                    attrs.pop("_rerun", None)
+                    for gone in ("exec_host", "exec_vnode", "session_id", "resources_used"):
+                        attrs.pop(gone, None)
+                    attrs.update({"job_state": "Q", "substate": 10, "mtime": ctime(),
+                                  "comment": "Job requeued (qrerun)"})
+                    if rec["array"]:
+                        _refresh_parent(rec)
+                    save(h, rec)
+                job["slot"].close()
+                del running[key]
+                pending.append(key)
                 continue
             # Ended: E while the output is copied, then X (array still running) or F.
             code = proc.returncode
@@ -840,6 +865,32 @@ def _full_id(op: str) -> str:
     return op if "." in op else f"{op}.{server()}"
 
 
+# ---------------------------------------------------------------------------- qrerun
+
+def qrerun(argv: list[str]) -> int:
+    """``qrerun JOB``: a running job is killed and queued again (what a node failure does too); it
+    starts again later with ``run_count`` one higher and a new ``stime``."""
+    operands = [a for a in argv if not a.startswith("-")]
+    h = home()
+    rc = 0
+    with locked():
+        for op in operands:
+            found = _lookup(h, op)
+            if found is None:
+                sys.stderr.write(f"qrerun: Unknown Job Id {_full_id(op)}\n")
+                rc = RC_UNKNOWN
+                continue
+            rec, key = found
+            attrs = rec["subjobs"][key] if key is not None else rec["attrs"]
+            if attrs["job_state"] != "R":
+                sys.stderr.write(f"qrerun: Request invalid for state of job {_full_id(op)}\n")
+                rc = 1
+                continue
+            attrs["_rerun"] = True  # the job's runner kills it and queues it again
+            save(h, rec)
+    return rc
+
+
 # ---------------------------------------------------------------------------- qdel
 
 def qdel(argv: list[str]) -> int:
@@ -905,6 +956,8 @@ def main(name: str, argv: list[str]) -> int:
         return qstat(argv)
     if name == "qdel":
         return qdel(argv)
+    if name == "qrerun":
+        return qrerun(argv)
     if name == "run":
         return run(int(argv[0]))
     sys.stderr.write(f"pbs emulator: unknown command {name}\n")

@@ -264,3 +264,21 @@ def test_transient_sbatch_errors_are_told_from_rejections():
     assert not is_transient_sbatch_error(
         "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)")
     assert not is_transient_sbatch_error("sbatch: error: Batch job submission failed: Invalid partition name specified")
+
+
+def test_a_failed_array_task_carries_its_wrapper_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An array task whose wrapper could not open the run's stdout.log (issue 30: an unwritable run
+    directory) exits 1 before the program starts: the reason holds the wrapper log's cause."""
+    from orchestrator.run.executors.slurm import SlurmExecutor
+
+    ex = SlurmExecutor(tmp_path)
+    (tmp_path / "arrays").mkdir()
+    (tmp_path / "arrays" / "41_0.wrapper.log").write_text(
+        "/tmp/orch-array.sh: line 9: /runs/r1/stdout.log: Permission denied\n")
+    sacct = ("JobID|JobName|State|ExitCode|Elapsed|NodeList|MaxRSS|Reason|Start|End\n"
+             "41_0|orch-array-x|FAILED|1:0|00:00:00|n1||None|2026-11-22T08:32:45|2026-11-22T08:32:45\n"
+             "41_1|orch-array-x|FAILED|1:0|00:00:00|n1||None|2026-11-22T08:32:45|2026-11-22T08:32:45\n")
+    monkeypatch.setattr(ex, "_cmd", lambda name, args, timeout=120: subprocess.CompletedProcess([name], 0, sacct, ""))
+    infos = ex.query(["41_0", "41_1"])
+    assert infos["41_0"].reason and infos["41_0"].reason.endswith("stdout.log: Permission denied"), infos["41_0"]
+    assert "Permission denied" not in (infos["41_1"].reason or "")  # no wrapper log: as before

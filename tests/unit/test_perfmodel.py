@@ -251,3 +251,18 @@ def test_inter_node_collectives_use_the_nodes_whole_nic_bandwidth() -> None:
 
     with pytest.raises(ValueError, match="nics and nic_gbs together"):
         Network(fast_domain=8, fast_gbs=300, inter_node_gbs=25, nics=8, source="x")
+
+
+def test_breakdown_sums_to_the_step() -> None:
+    """`orch predict --breakdown`'s parts (compute, collectives, bubble, optimizer, overhead) are the
+    step's own terms, each second once."""
+    from orchestrator.predict.perfmodel.transformer import BREAKDOWN, breakdown
+
+    shape = gpt_shape("gpt2-medium", 512)
+    machine = _machine()
+    for lay in (Layout(dp=2, tp=2, pp=2), Layout(pp=4, vp=2), Layout(dp=4, strategy="zero3", recompute=True),
+                Layout(tp=2, cp=2), Layout()):
+        est = estimate(shape, lay, machine, precision="bf16", batch_size=4, micro_batch=1)
+        parts = breakdown(est)
+        assert tuple(parts) == BREAKDOWN and all(v >= 0 for v in parts.values())
+        assert sum(parts.values()) == pytest.approx(est.step_s, rel=1e-9)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orchestrator.predict.perfmodel.layout import enumerate_layouts
 from orchestrator.predict.perfmodel.machine import Machine
 from orchestrator.predict.perfmodel.transformer import Estimate, ModelShape, estimate
+
+if TYPE_CHECKING:
+    from workloads.models.configs import GPTConfig
 
 
 def gpt_shape(model: str, seq_len: int, *, vocab: int | None = None, attention: str = "sdpa") -> ModelShape:
@@ -13,7 +18,11 @@ def gpt_shape(model: str, seq_len: int, *, vocab: int | None = None, attention: 
 
     if model not in SIZES:
         raise KeyError(model)
-    cfg = SIZES[model]
+    return config_shape(SIZES[model], seq_len, vocab=vocab, attention=attention)
+
+
+def config_shape(cfg: GPTConfig, seq_len: int, *, vocab: int | None = None, attention: str = "sdpa") -> ModelShape:
+    """The shape of GPT config ``cfg`` at ``seq_len`` (a preset's, or `orch predict`'s own shapes)."""
     return ModelShape(layers=cfg.n_layer, hidden=cfg.n_embd, heads=cfg.n_head, vocab=vocab or cfg.vocab_size,
                       seq_len=seq_len, fused_attention=attention != "manual", positions=max(seq_len, cfg.block_size))
 

@@ -59,6 +59,7 @@ class StepTime:
     bubble_s: float
     dp_comm_exposed_s: float
     optimizer_s: float
+    overhead_s: float  # the fixed cost per step (efficiency.step_overhead_ms)
     micro_batches: int
     micro_batch: int  # sequences per micro-batch, after capping at the replica's share
     global_batch: int  # sequences per step, all replicas
@@ -283,8 +284,8 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
     pp_total = (m + (p - 1) / max(layout.vp, 1)) * pp_comm
     return StepTime(step_s=pipeline + dp_exposed + optimizer + overhead, compute_s=m * layers * fwd * passes + m * head,
                      tp_comm_s=m * layers * tp_comm, cp_comm_s=m * layers * cp_comm, pp_comm_s=pp_total,
-                     bubble_s=bubble, dp_comm_exposed_s=dp_exposed, optimizer_s=optimizer, micro_batches=m,
-                     micro_batch=mb, global_batch=global_batch)
+                     bubble_s=bubble, dp_comm_exposed_s=dp_exposed, optimizer_s=optimizer, overhead_s=overhead,
+                     micro_batches=m, micro_batch=mb, global_batch=global_batch)
 
 
 def step_seconds(shape: ModelShape, layout: Layout, machine: Machine, *, precision: str, batch_size: int,
@@ -310,6 +311,24 @@ def estimate(shape: ModelShape, layout: Layout, machine: Machine, *, precision: 
     return Estimate(**vars(timed), layout=layout,
                     tokens_per_s=tokens_step / step, mfu=mfu, memory_gb=memory_gb, fits=fits,
                     model_flops=model_flops, memory_parts=parts)
+
+
+BREAKDOWN = ("compute", "tensor_parallel", "context_parallel", "pipeline_parallel", "bubble", "data_parallel",
+             "optimizer", "overhead")
+
+
+def breakdown(e: Estimate) -> dict[str, float]:
+    """The step's seconds by part (:data:`BREAKDOWN`), summing to ``e.step_s``.
+
+    ``pp_comm_s`` counts the stage-boundary sends of the bubble's (p - 1)/vp stage times too, and
+    ``bubble_s`` is those stage times whole (sends included); so that no second is counted twice,
+    pipeline_parallel here is the sends of the m micro-batches alone, the rest staying in the bubble.
+    """
+    lay = e.layout
+    in_flight = e.micro_batches + (lay.pp - 1) / max(lay.vp, 1)
+    return {"compute": e.compute_s, "tensor_parallel": e.tp_comm_s, "context_parallel": e.cp_comm_s,
+            "pipeline_parallel": e.pp_comm_s * e.micro_batches / in_flight, "bubble": e.bubble_s,
+            "data_parallel": e.dp_comm_exposed_s, "optimizer": e.optimizer_s, "overhead": e.overhead_s}
 
 
 def bubble_fraction(pp: int, micro_batches: int) -> float:

@@ -159,6 +159,22 @@ SUBMIT_TIMEOUT_S = 180.0
 SUBMIT_GRACE_MARGIN_S = 60.0
 
 
+def log_tail(path: str | os.PathLike[str], limit: int = 3) -> str | None:
+    """The last non-blank lines (at most ``limit``) of a scheduler-side log, joined with "; ";
+    None when it is empty or cannot be read here. Used for the wrapper's own error output (a PBS
+    job's -e file, a Slurm array task's wrapper log): it holds only what failed around the
+    program (an unwritable run log), never the program's output, so it names the cause."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 4096))  # the end is what says why
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return "; ".join(lines[-limit:]) or None
+
+
 def submit_window() -> tuple[float, float]:
     """(timeout of one submit command, submit grace) in seconds; the grace always exceeds the
     timeout by a margin. ``ORCH_SUBMIT_GRACE_S`` (tests, impatient users) sets the grace and

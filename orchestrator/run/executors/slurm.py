@@ -57,6 +57,7 @@ from orchestrator.run.executors.base import (
     JobRequest,
     JobState,
     SchedulerError,
+    log_tail,
     submit_window,
 )
 from orchestrator.sites.schedulers import SlurmOptions
@@ -747,6 +748,14 @@ class SlurmExecutor(BatchExecutor):
                 for jid in job_ids
             }
         infos = job_infos(parse_sacct(cp.stdout), job_ids)
+        for jid, info in infos.items():
+            if "_" in jid and info.state == JobState.FAILED and info.exit_code and info.failure == FailureClass.FAILED:
+                # An array task's wrapper writes only its own failures (`exec script >stdout.log`
+                # refused: "Permission denied") to its --output log: that is why the task failed
+                # before its program started, not "exit 1" alone.
+                cause = log_tail(self._arrays_dir() / f"{jid}.wrapper.log")
+                if cause:
+                    info.reason = f"{info.reason}: {cause}" if info.reason else cause
         unknown = [jid for jid, info in infos.items() if info.state == JobState.UNKNOWN]
         if unknown and self.options.squeue_fallback:
             # Accounting lags the controller by a few seconds after a submit: ask the

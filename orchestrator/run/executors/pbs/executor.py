@@ -27,6 +27,7 @@ where each is described):
     one each): ``submit`` asks ``qstat`` once and defers what would go over it.
 ``qsub_args`` (list of str): extra ``qsub`` options (e.g. ``["-W", "group_list=x"]``).
 ``qstat_one_operand`` (bool): ask qstat one operand per call from the start.
+``commands_dir`` (str): run qsub, qstat and qdel from this directory, never whatever is first on PATH.
 """
 
 from __future__ import annotations
@@ -38,7 +39,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from orchestrator.run.executors.base import EXECUTORS, BatchExecutor, FailureClass, JobInfo, JobRequest, JobState
+from orchestrator.run.executors.base import (
+    EXECUTORS,
+    BatchExecutor,
+    FailureClass,
+    JobInfo,
+    JobRequest,
+    JobState,
+    log_tail,
+)
 from orchestrator.run.executors.pbs.plugin import PbsExecutor, qsub_timeout_s
 from orchestrator.run.executors.pbs.qstat import (
     FINISHED_STATES,
@@ -52,6 +61,7 @@ from orchestrator.run.executors.pbs.qstat import (
     job_info,
     parse_job_id,
     parse_qstat_json,
+    pbs_command,
     qstat_jobs,
     qstat_operands,
     salvage_qstat_json,
@@ -127,6 +137,25 @@ def read_exit_marker(path: Path, job_id: str) -> JobInfo | None:
     return info
 
 
+def error_file_cause(error_path: Any, job_id: str, limit: int = 3) -> str | None:
+    """The last lines (at most ``limit``) of a finished job's PBS error file (its ``Error_Path``,
+    ``host:/path``; ``^array_index^`` filled in for a subjob), joined with "; "; None when it is
+    empty or cannot be read here."""
+    if not error_path:
+        return None
+    path = str(error_path).split(":", 1)[1] if ":" in str(error_path) and not str(error_path).startswith("/") \
+        else str(error_path)
+    if "^array_index^" in path:
+        try:
+            index = parse_job_id(job_id).index
+        except ValueError:
+            return None
+        if index is None:
+            return None
+        path = path.replace("^array_index^", str(index))
+    return log_tail(path, limit)
+
+
 def wrapper_text(requests: Sequence[JobRequest], texts: Sequence[str], folder: Path, title: str) -> str:
     """The script qsub gets for one job (one request) or one array (``PBS_ARRAY_INDEX`` picks)."""
     from orchestrator.plan.render import RunFiles  # the run directory's log names
@@ -188,11 +217,13 @@ class OrchPbsExecutor(BatchExecutor):
         if self._submitit is None:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._submitit = PbsExecutor(self.folder / "submitit")
+            self._submitit.commands_dir = self.options.commands_dir
         return self._submitit
 
     def _cmd(self, args: list[str]) -> subprocess.CompletedProcess:
         self._count(args[0])
-        return _run(args)
+        # By absolute path when the profile names the commands' directory (see pbs_command).
+        return _run([pbs_command(args[0], self.options.commands_dir), *args[1:]])
 
     # -- submit ---------------------------------------------------------------------------
 
@@ -304,6 +335,13 @@ class OrchPbsExecutor(BatchExecutor):
                     attrs = None
             if attrs is not None:
                 info = job_info(jid, attrs)
+                if info.state == JobState.FAILED and info.exit_code:
+                    # The wrapper sends the program's output to the run's logs: what reached the job's
+                    # own error file (-e) is the wrapper failing, before or around the program (an
+                    # unwritable run directory: "stdout.log: Permission denied"). That is the cause.
+                    cause = error_file_cause(attrs.get("Error_Path"), jid)
+                    if cause:
+                        info.reason = f"{info.reason}: {cause}" if info.reason else cause
                 if info.extra.get("never_ran") or (info.ended and not info.node_list):
                     # A marker means the wrapper ran after all; it also knows where and how long.
                     marked = self._marker(jid)

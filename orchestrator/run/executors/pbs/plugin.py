@@ -33,6 +33,7 @@ from orchestrator.run.executors.pbs.qstat import (
     parse_job_id,
     parse_qstat_json,
     parse_qsub_output,
+    pbs_command,
     qstat_jobs,
     qstat_operands,
     salvage_qstat_json,
@@ -185,6 +186,8 @@ class PbsExecutor(core.PicklingExecutor):
         self.parameters.setdefault("timeout_min", 5)
         self._script_text: str | None = None  # orch: an already rendered script
         self._qsub_args: list[str] = []
+        # orch's executor sets it from the profile's executor.commands_dir (pbs_command).
+        self.commands_dir: str | None = None
         self._map_count: int | None = None
 
     @classmethod
@@ -252,11 +255,12 @@ class PbsExecutor(core.PicklingExecutor):
     def _make_submission_command(self, submission_file_path: Path) -> list[str]:
         prefix = ["timeout", f"{qsub_timeout_s():g}"] if shutil.which("timeout") else []
         if self._script_text is not None:  # orch's rendered script: the caller gave -N/-o/-e
-            args = [*prefix, "qsub", *self._qsub_args]
+            args = [*prefix, pbs_command("qsub", self.commands_dir), *self._qsub_args]
         else:
             uid = submission_file_path.stem.lstrip(".").replace("submission_file_", "")
             out, err = self._pbs_logs(uid)
-            args = [*prefix, "qsub", *[str(a) for a in self.parameters.get("qsub_args", [])], "-o", out, "-e", err]
+            args = [*prefix, pbs_command("qsub", self.commands_dir),
+                    *[str(a) for a in self.parameters.get("qsub_args", [])], "-o", out, "-e", err]
         if self._map_count:
             args += ["-J", f"0-{self._map_count - 1}"]
         return [*args, str(submission_file_path)]

@@ -30,6 +30,7 @@ Pure functions (unit-tested on the real outputs in ``tests/pbs/samples/``) plus
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import typing as tp
@@ -298,6 +299,11 @@ def job_info(job_id: str, attrs: Mapping[str, Any]) -> JobInfo:
     for key in ("substate", "queue", "Exit_status", "array_id", "array_index"):
         if key in attrs:
             extra[key] = attrs[key]
+    run_count = _int_or_none(attrs.get("run_count"))
+    if run_count is not None and not (is_subjob(job_id) and not attrs.get("exec_host")):
+        # How many times PBS started it: > 1 after a qrerun or node-failure requeue, when stime is
+        # the last start and resources_used the last run (orchestrator.run.follow records both).
+        extra["run_count"] = run_count
     found = attrs.get("resources_used")
     used: dict[str, Any] = found if isinstance(found, dict) else {}
     ran = bool(attrs.get("exec_host"))
@@ -346,7 +352,22 @@ def qstat_operands(job_ids: Sequence[str]) -> list[str]:
     return out
 
 
+PBS_COMMANDS = ("qsub", "qstat", "qdel")
+
+
+def pbs_command(name: str, commands_dir: str | os.PathLike[str] | None = None) -> str:
+    """The program run for PBS command ``name``: ``commands_dir/name`` when a directory is given
+    (the profile's ``executor.commands_dir``, else ``$ORCH_PBS_BIN``), else ``name`` looked up on
+    PATH. An explicit directory is how a rehearsal reaches the emulator on a machine whose PBS
+    install puts its own qsub first on PATH."""
+    chosen = commands_dir or os.environ.get("ORCH_PBS_BIN")
+    if not chosen or name not in PBS_COMMANDS:
+        return name
+    return os.path.join(os.path.abspath(os.fspath(chosen)), name)
+
+
 def _run(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+    args = [pbs_command(args[0]), *args[1:]] if args and "/" not in args[0] else args
     try:
         return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError as exc:
