@@ -563,7 +563,10 @@ def _run_inproc(case: Case) -> Outcome:
 def run_all(cases: list[Case], workers: int, progress: Callable[[int, int], None] | None = None) -> list[Outcome]:
     """Each case in a pool of in-process workers; a case whose worker died (killed for memory) is a blowup."""
     results: dict[int, Outcome] = {}
-    ctx = multiprocessing.get_context("fork")
+    # Spawned, not forked: a fork of a process that holds torch's threads (pytest's, after other
+    # tests) can crash in the child, and the child's 2 GiB address-space limit would count the
+    # parent's whole mapped torch; a spawned worker starts small and imports only orch.
+    ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(workers, initializer=_worker_init, maxtasksperchild=200) as pool:
         pending = {c.id: pool.apply_async(_run_inproc, (c,)) for c in cases}
         by_id = {c.id: c for c in cases}

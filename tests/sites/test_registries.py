@@ -209,7 +209,8 @@ def test_an_unknown_executor_option_is_refused_at_load(tmp_path: Path) -> None:
     assert str(err) == (f"{path}:{line_of(path, 'max_queu_jobs')}: executor: unknown option 'max_queu_jobs' "
                         f"for scheduler slurm (valid: {SLURM_OPTIONS})")
     err = refusal(tmp_path, scheduler="pbs", executor="squeue_fallback: false")  # Slurm's, not PBS's
-    assert "executor: unknown option 'squeue_fallback' for scheduler pbs (valid: max_array_size, " in str(err)
+    assert ("executor: unknown option 'squeue_fallback' for scheduler pbs (valid: commands_dir, max_array_size, "
+            in str(err))
     err = refusal(tmp_path, executor="max_queued_jobs: many")
     assert f"x.yaml:{line_of(path, 'many')}: executor.max_queued_jobs: Input should be a valid integer" in str(err)
     err = refusal(tmp_path, scheduler="local", launcher="python", executor="cores: 0")

@@ -18,11 +18,12 @@ branch_labels = None
 depends_on = None
 
 
+# Plain ALTER TABLE, not a batch: on SQLite a batch copies and drops `attempts`, which the
+# metrics and result rows reference, and SQLite's foreign keys refuse the DROP with rows present.
+# SQLite has both ADD COLUMN and (since 3.35) DROP COLUMN for a plain column like this one.
 def upgrade() -> None:
-    with op.batch_alter_table("attempts") as batch:
-        batch.add_column(sa.Column("run_count", sa.Integer))
+    op.add_column("attempts", sa.Column("run_count", sa.Integer))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("attempts") as batch:
-        batch.drop_column("run_count")
+    op.drop_column("attempts", "run_count")
