@@ -24,6 +24,14 @@ from orchestrator.plan.sweep import parse_sweep
 from orchestrator.sites.profiles import load_site
 from tests.conftest import run_orch, write
 
+
+@pytest.fixture(autouse=True)
+def shared_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clone running these tests may itself sit under /tmp (CI's, a fresh clone's): in-process
+    lints see a checkout on shared storage unless a test says otherwise."""
+    monkeypatch.setattr(paths, "workloads_root", lambda: Path("/home/me/orch"))
+
+
 SLURM_SITE = """\
 name: {name}
 scheduler: slurm
