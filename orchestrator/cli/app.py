@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from orchestrator import __version__, paths
+from orchestrator.cli.common import JsonOpt
 from orchestrator.cli.output import console, err_console, print_json, print_rows, print_table, trace_progress
 from orchestrator.errors import UserError
 from orchestrator.escape import printable
@@ -66,8 +67,6 @@ app.add_typer(follow_app, name="follow")
 from orchestrator.cli.probe import plan_warnings as _probe_warnings  # noqa: E402
 from orchestrator.cli.probe import probe_status as _probe_status  # noqa: E402
 from orchestrator.cli.probe import sites_probe as _sites_probe  # noqa: E402
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from orchestrator import paths
+from orchestrator.cli.common import JsonOpt, orch_context
 from orchestrator.cli.output import console, print_json
 from orchestrator.errors import UserError
 
@@ -25,12 +26,6 @@ follow_app = typer.Typer(no_args_is_help=True, help=(
     "--watch` detached (its own session, a pid file and a log under .orch/), until no run is active. Where "
     "login-node processes are not allowed to live, poll from the scheduler instead: a `scrontab` line "
     "running `orch status` (one poll) every few minutes (README: your first campaign on a real cluster)."))
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of text.")]
-
-
-def _context(ctx: typer.Context) -> Any:
-    return ctx.find_root().obj  # orch's Context, put there by the main app's callback
 
 
 def _describe(follower: Any, alive: bool) -> dict[str, Any]:
@@ -51,7 +46,7 @@ def follow_start(
     --watch` does, in a process that outlives the terminal. It ends when no run is active."""
     from orchestrator.run import detach
 
-    c = _context(ctx)
+    c = orch_context(ctx)
     if not 1 <= interval <= MAX_INTERVAL_S:  # nan compares False with everything
         raise UserError(f"--interval {interval}: expected at least 1 second between polls, "
                         f"at most {MAX_INTERVAL_S:,} (a day)")
@@ -78,7 +73,7 @@ def follow_stop(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Stop the background follower (a poll cut short loses nothing: the next one picks up)."""
     from orchestrator.run import detach
 
-    c = _context(ctx)
+    c = orch_context(ctx)
     follower = detach.stop(c.state_dir)
     if as_json:
         print_json({"stopped": follower.pid if follower else None})
@@ -97,7 +92,7 @@ def follow_status(
     """Whether a background follower is running, since when, and the end of its log."""
     from orchestrator.run import detach
 
-    c = _context(ctx)
+    c = orch_context(ctx)
     follower = detach.read(c.state_dir)
     alive = follower is not None and detach.is_alive(follower)
     tail = detach.log_tail(follower, c.state_dir, lines)

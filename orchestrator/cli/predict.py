@@ -7,13 +7,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from orchestrator.cli.common import JsonOpt, orch_context
 from orchestrator.cli.output import console, print_json, print_table
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
-
-
-def _context(ctx: typer.Context) -> Any:
-    return ctx.find_root().obj  # orch's Context, set by the main app's callback
 
 
 def _shape_opt(flag: str, what: str) -> Any:
@@ -86,7 +81,7 @@ def predict(
     from orchestrator.predict.campaign import parse_tokens
     from orchestrator.predict.ranking import predict as run_predict
 
-    c = _context(ctx)
+    c = orch_context(ctx)
     budget = None if tokens is None else parse_tokens(tokens)
     result = run_predict(model, devices, site, precision=precision, batch_size=batch_size, seq_len=seq_len,
                          micro_batch=micro_batch, shape={"layers": layers, "hidden": hidden, "heads": heads,
@@ -143,7 +138,7 @@ def calibrate(
     from orchestrator.predict.calibrate import COLUMNS
     from orchestrator.predict.calibrate import calibrate as run_calibrate
 
-    c = _context(ctx)
+    c = orch_context(ctx)
     fitted = run_calibrate(c.engine, sweep=sweep, site=site, sites_dirs=c.sites_dirs, state_dir=c.state_dir,
                            dry_run=dry_run)
     rows = [f.row() for f in fitted]

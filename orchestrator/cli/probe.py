@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from orchestrator.cli.common import JsonOpt, orch_context
 from orchestrator.cli.output import console, err_console, print_json, print_table
 from orchestrator.errors import UserError
 
@@ -21,11 +22,6 @@ if TYPE_CHECKING:
     from orchestrator.run.executors.base import JobInfo
 
 DEFAULT_TIMEOUT_S = 900.0
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
-
-
-def _context(ctx: typer.Context) -> Any:
-    return ctx.find_root().obj  # orch's Context, set by the main app's callback (importing app: a cycle)
 
 
 class _Progress:
@@ -113,7 +109,7 @@ def sites_probe(
     """
     from orchestrator.run.probe import follow_probes, load_probes, pending_probes, probe_row, submit_probe
 
-    c = _context(ctx)
+    c = orch_context(ctx)
     if not collect and site is None:
         raise UserError("name the site to probe (orch sites probe SITE), or --collect the probes waiting")
     if collect and no_wait:

@@ -4,24 +4,17 @@ column means. Registered on the main app by orchestrator/cli/app.py."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
+from orchestrator.cli.common import JsonOpt, orch_context
 from orchestrator.cli.output import console, print_json, print_rows
 from orchestrator.errors import UserError
 
 references_app = typer.Typer(no_args_is_help=True, help=(
     "Reference figures (a study's, a vendor's, an earlier sweep's) and the results measured against them: "
     "within, below (a regression: under 95% by default) or above."))
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
-
-
-def _context(ctx: typer.Context) -> Any:
-    # The main app's callback put orch's Context on the root; read it from there rather than by
-    # importing orchestrator.cli.app, which imports this module (a cycle).
-    return ctx.find_root().obj
 
 
 @references_app.command("load")
@@ -39,7 +32,7 @@ def references_load(
     from orchestrator.results import references
 
     specs = references.load_file(file)
-    with _context(ctx).sessions.begin() as session:
+    with orch_context(ctx).sessions.begin() as session:
         added, replaced = references.store(session, specs)
     if as_json:
         print_json({"added": added, "replaced": replaced})
@@ -62,7 +55,7 @@ def references_from_sweep(
 
     if not 0 <= tolerance < 1:
         raise UserError(f"--tolerance: expected a fraction in [0, 1), got {tolerance}")
-    with _context(ctx).sessions.begin() as session:
+    with orch_context(ctx).sessions.begin() as session:
         specs = references.from_sweep(session, sweep, metric, tolerance, source)
         added, replaced = references.store(session, specs)
     if as_json:
@@ -78,7 +71,7 @@ def references_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
     columns = ["id", "name", "workload", "site", "system", "precision", "devices", "params", "metric", "value",
                "tolerance", "source"]
-    with _context(ctx).sessions() as session:
+    with orch_context(ctx).sessions() as session:
         rows = [list(r) for r in session.execute(text(
             f"SELECT {', '.join(columns)} FROM reference_figures ORDER BY workload, metric, id"))]
     print_rows(columns, rows, "json" if as_json else "table")
@@ -96,7 +89,7 @@ def references_check(
     (below / within / above). The same rows as `SELECT * FROM reference_check`."""
     from orchestrator.results import references
 
-    with _context(ctx).sessions() as session:
+    with orch_context(ctx).sessions() as session:
         rows = references.check(session, sweep)
     columns = list(references.CHECK_COLUMNS)
     print_rows(columns, [[row[c] for c in columns] for row in rows], "json" if as_json else "table")
