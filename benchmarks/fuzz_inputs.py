@@ -1,12 +1,16 @@
 """Fuzz `orch plan` and `orch sites show` with generated hostile sweep files and site profiles.
 
     .venv/bin/python -m benchmarks.fuzz_inputs --count 5000 --seed 1 [--workers N] [--json] [--keep DIR]
-        [--subprocess-sample N]
+        [--subprocess-sample N] [--only deep-sweep,...]
 
 Generators (each case is one file):
   grammar-sweep   a sweep with a valid shape and random values: wrong types, huge/negative/NaN numbers,
                   unicode, control characters, long strings, deep nesting, aliases/merge keys, tags,
                   random keys, and shell snippets that would create a CANARY file if anything ran them
+  deep-sweep      a sweep valid in structure, of a real workload (the registry's parameters and
+                  choices, its strategies, several sites), with some values hostile within their
+                  type (shell syntax and odd characters in text, extreme numbers): most get past
+                  validation to resolve, render and `bash -n`, where grammar cases rarely do
   grammar-site    the same for a site profile (built from sites/local.yaml's shape)
   mutate-example  byte-level mutations of examples/*.yaml
   mutate-site     byte-level mutations of sites/*.yaml
@@ -194,6 +198,65 @@ def grammar_sweep(rng: random.Random) -> dict[str, Any]:
     return sweep
 
 
+# Sites whose profiles resolve on this machine with no environment (no account needed to plan).
+DEEP_SITES = ["local", "polaris", "perlmutter", "lumi", "dawn", "jade2", "stanage", "cosma8", "dgx"]
+# What a valid value of one parameter's type may be when made hostile but still of its type.
+HOSTILE_INTS = [0, 1, -1, 2 ** 31, 2 ** 53, -(2 ** 63), 2 ** 63 - 1, 7]
+HOSTILE_FLOATS = [0.0, -0.0, 1e-300, 1e300, -1.5, 3.0]
+
+
+def _hostile_text(rng: random.Random) -> str:
+    parts = [rng.choice(CANARIES), rng.choice(UNICODE + ["x", "-rf", "--output", "'", '"', "\\", "%s", "{{x}}"])]
+    rng.shuffle(parts)
+    return "".join(parts)
+
+
+def deep_sweep(rng: random.Random) -> dict[str, Any]:
+    """A sweep valid in its structure, of a real workload with parameters of the right types, with
+    a few values made hostile within their type: text carrying shell syntax and odd characters,
+    numbers at their extremes. Most reach resolve, render and `bash -n` (grammar cases rarely do)."""
+    from workloads.registry import WORKLOADS
+
+    workload = rng.choice([w for w in WORKLOADS.values() if w.name != "probe"])
+    grid: dict[str, Any] = {"devices": rng.choice([1, [1, 2], [1, 4], 8]),
+                            "precision": rng.sample(list(workload.precisions), k=rng.randint(1, 2)),
+                            "warmup": 1, "iters": 2}
+    for param in workload.params:
+        if param.name in ("warmup", "iters") or rng.random() < 0.5:
+            continue
+        hostile = rng.random() < 0.3
+        if param.choices:
+            value: Any = rng.choice(list(param.choices)) if not hostile else _hostile_text(rng)
+        elif param.type is bool:
+            value = rng.random() < 0.5
+        elif param.type is int:
+            value = rng.choice(HOSTILE_INTS) if hostile else rng.choice([1, 2, 64, 128])
+        elif param.type is float:
+            value = rng.choice(HOSTILE_FLOATS) if hostile else 0.5
+        else:
+            value = _hostile_text(rng) if hostile else "fz"
+        grid[param.name] = value if rng.random() < 0.7 else [value, param.default]
+    if len(workload.strategies) > 1 and rng.random() < 0.7:
+        grid["strategy"] = rng.sample(list(workload.strategies), k=rng.randint(1, 3))
+    exp: dict[str, Any] = {"name": rng.choice(["e", "e-1", "exp_" + str(rng.randrange(100))]),
+                           "workload": workload.name,
+                           "sites": rng.sample(DEEP_SITES, k=rng.randint(1, 3)),
+                           "walltime": rng.choice(["00:05:00", 10, "1:00:00", "2-00:00:00"]), "grid": grid}
+    if rng.random() < 0.3:
+        exp["over_walltime"] = rng.choice(["warn", "skip"])
+    if rng.random() < 0.3:
+        exp["share"] = rng.random() < 0.5
+    sweep: dict[str, Any] = {"name": rng.choice(["deep", "deep-fz", "d_" + str(rng.randrange(1000))]),
+                             "experiments": [exp]}
+    if rng.random() < 0.4:
+        site = rng.choice(exp["sites"])
+        sweep["site_overrides"] = {site: {"env": {"FZ_VAR": _hostile_text(rng)},
+                                          "setup": [f"echo {_hostile_text(rng)}"]}}
+    if rng.random() < 0.3:
+        sweep["retry"] = {"max_attempts": rng.randint(1, 4), "failures": ["timeout"]}
+    return sweep
+
+
 def grammar_site(rng: random.Random, name: str) -> dict[str, Any]:
     site: dict[Any, Any] = {
         "name": _maybe(rng, name, _hostility(rng) / 3), "description": _maybe(rng, "fuzz"),
@@ -369,8 +432,8 @@ def generate(count: int, seed: int) -> Iterator[Case]:
     local = (REPO / "sites" / "local.yaml").read_bytes()
     quick = (REPO / "examples" / "quickstart.yaml").read_bytes()
     specials = special_files(quick)
-    gens: list[tuple[str, float]] = [("grammar-sweep", 0.4), ("grammar-site", 0.15), ("mutate-example", 0.25),
-                                     ("mutate-site", 0.12), ("special", 0.08)]
+    gens: list[tuple[str, float]] = [("grammar-sweep", 0.25), ("deep-sweep", 0.2), ("grammar-site", 0.12),
+                                     ("mutate-example", 0.23), ("mutate-site", 0.12), ("special", 0.08)]
     for i in range(count):
         rng = FuzzRng(f"{seed}:{i}")
         rng.hostility = rng.choice([0.02, 0.08, 0.25])
@@ -381,6 +444,9 @@ def generate(count: int, seed: int) -> Iterator[Case]:
             text = _yaml_tricks(to_yaml(grammar_sweep(rng), rng) + "\n", rng) if rng.random() < 0.3 \
                 else to_yaml(grammar_sweep(rng), rng) + "\n"
             yield Case(i, gen, "sweep", text.encode("utf-8", "surrogatepass"), show=show)
+        elif gen == "deep-sweep":
+            text = to_yaml(deep_sweep(rng), rng) + "\n"
+            yield Case(i, gen, "sweep", text.encode("utf-8", "surrogatepass"), show=rng.random() < 0.6)
         elif gen == "grammar-site":
             text = to_yaml(grammar_site(rng, name), rng) + "\n"
             if rng.random() < 0.2:
@@ -510,7 +576,10 @@ def run_case(case: Case, mode: str = "inproc", timeout: float = TIMEOUT_S) -> Ou
     root = Path(tempfile.mkdtemp(prefix=f"fz{case.id}-"))
     home = root / "home"
     home.mkdir()
-    env = {**os.environ, "ORCH_HOME": str(home), "NO_COLOR": "1", "COLUMNS": "200"}
+    # Memory tracing off (the formulas instead): a trace runs the workload's program on fake tensors,
+    # seconds per new shape, and is not input handling; the deep cases' many gpt2 shapes would
+    # otherwise turn the campaign into a tracing benchmark and its alarms into false hangs.
+    env = {**os.environ, "ORCH_HOME": str(home), "NO_COLOR": "1", "COLUMNS": "200", "ORCH_MEMORY_TRACE": "0"}
     env.pop("ORCH_SITES_PATH", None)
     env.pop("ORCH_DB_URL", None)
     result = Outcome(case.id, case.generator, case.kind, "ok")
@@ -598,11 +667,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", type=Path)
+    ap.add_argument("--only", help="run only the cases of these generators (comma-separated, e.g. deep-sweep)")
     ap.add_argument("--subprocess-sample", type=int, default=20,
                     help="re-run this many cases as real processes and compare classes")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     cases = [c for c in generate(args.start + args.count, args.seed) if c.id >= args.start]
+    if args.only:
+        cases = [c for c in cases if c.generator in args.only.split(",")]
 
     def progress(n: int, total: int) -> None:
         if not args.json and (n % 250 == 0 or n == total):

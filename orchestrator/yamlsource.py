@@ -54,6 +54,40 @@ def format_loc(loc: Loc) -> str:
     return out
 
 
+def data_loc(data: Any, loc: Loc, kind: str = "") -> tuple[Loc, str | None]:
+    """A validator's error location as a path into the data a person wrote, and a note on a key.
+
+    pydantic puts its own steps in a location: the member of a union it tried (``walltime.str``),
+    a validator's name, and ``[key]`` for a mapping's key. Each part is kept only while it leads
+    somewhere in ``data`` (and a missing field's name, for a ``kind`` "missing" error); a bad
+    mapping key (``env`` with a null key) becomes a note naming it."""
+    out: list[str | int] = []
+    node = data
+    parts = list(loc)
+    for index, part in enumerate(parts):
+        if isinstance(node, dict):
+            key = part if part in node else next((k for k in node if str(k) == str(part)), _MISSING)
+            if key is _MISSING:
+                if kind == "missing" and index == len(parts) - 1:
+                    out.append(part)  # the field that is missing
+                break
+            if index + 1 < len(parts) and parts[index + 1] == "[key]":
+                return tuple(out), f"the key {key!r} must be text (quote it, or give it a name)"
+            if not isinstance(key, (str, int)):
+                return tuple(out), f"the key {key!r} must be text"
+            out.append(key)
+            node = node[key]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            out.append(part)
+            node = node[part]
+        else:
+            break
+    return tuple(out), None
+
+
+_MISSING = object()
+
+
 # Control characters a value may not hold: C0 but tab and newline, DEL, C1. PyYAML refuses them
 # raw, but a double-quoted escape ("\e[31m", "\x07") makes them, and they would reach a terminal
 # (escape sequences), a batch script or the database. Lone surrogates ("\ud800") are no
@@ -191,7 +225,13 @@ def read_source(path: Path | str) -> str:
     unread (opening a FIFO without a writer would hang), and so is a file over MAX_FILE_BYTES."""
     name = str(path)
     try:
-        return read_regular(path, MAX_FILE_BYTES).decode("utf-8")
+        raw = read_regular(path, MAX_FILE_BYTES)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # the line a person can go to, not a byte offset
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise SourceError(name, line, None, f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column {column} "
+                                            "(save the file as UTF-8)") from None
     except FileNotFoundError:
         raise SourceError(name, None, None, "file not found") from None
     except RefusedFile as exc:
@@ -199,8 +239,8 @@ def read_source(path: Path | str) -> str:
             raise SourceError(name, None, None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB: "
                                                 "not a sweep file") from None
         raise SourceError(name, None, None, f"cannot read: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(name, None, None, f"cannot read: {exc}") from None
+    except OSError as exc:
+        raise SourceError(name, None, None, f"cannot read: {exc.strerror or exc}") from None
 
 
 def load_yaml(path: Path | str, text: str | None = None) -> YamlDocument:

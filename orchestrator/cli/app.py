@@ -6,9 +6,11 @@ prints one line (``error: file:line: field: what was expected``) and exits 2.
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -365,6 +367,7 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from orchestrator.results.db.state import state_counts
+    from orchestrator.run import interrupt
     from orchestrator.run.follow import poll_once
     from orchestrator.run.submit import submit_runs
 
@@ -380,6 +383,7 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
         task = progress.add_task("runs", total=1, detail="")
         polls, warned = 0, False
         while True:
+            interrupt.check()  # a Ctrl-C swallowed by a finalizer is raised here
             report = poll_once(c.sessions, executors)
             polls += 1
             if report.unrepaired and not warned and not quiet:
@@ -404,6 +408,7 @@ def _follow(c: Context, executors: "Executors", sweep: str | None, site: str | N
                 last_detail = detail
             if not watch or not any(counts.get(k, 0) for k in waiting):
                 return polls, counts
+            interrupt.check()
             time.sleep(interval)
 
 
@@ -483,6 +488,32 @@ def cancel(
         console.print(f"cancelled {len(done)} run(s); `orch status` records the end of their jobs")
 
 
+def _stop_on_interrupt(c: Context, executors: "Executors", sweep: str, site: str | None, sweep_file: Path) -> None:
+    """A Ctrl-C of `orch run`: the jobs it started on this machine stop and their runs are planned
+    again (running the same command resumes); jobs on a scheduler stay queued, as batch jobs do."""
+    from sqlalchemy import func, select
+
+    from orchestrator.results.db.models import Run
+    from orchestrator.run.follow import stop_local
+
+    err_console.print("interrupted: stopping this sweep's local jobs (Ctrl-C again leaves them running)",
+                      markup=False)
+    stopped, lingering = stop_local(c.sessions, executors, sweep, site)
+    with c.sessions() as session:
+        query = select(func.count()).select_from(Run).where(
+            Run.sweep == sweep, Run.status.in_((RunState.SUBMITTING, RunState.SUBMITTED, RunState.RUNNING)))
+        elsewhere = session.scalar(query.where(Run.site == site) if site else query) or 0
+    if stopped:
+        err_console.print(f"stopped {len(stopped)} local job(s); their runs are planned again", markup=False)
+    if lingering:
+        err_console.print(f"{len(lingering)} local job(s) had not exited yet (controller pids {', '.join(lingering)})",
+                          markup=False)
+    if elsewhere:
+        err_console.print(f"{elsewhere} run(s) stay with their scheduler; `orch status` follows them, "
+                          f"`orch cancel --sweep {sweep}` stops them", markup=False, soft_wrap=True)
+    err_console.print(f"resume with: orch run {shlex.quote(str(sweep_file))}", markup=False, soft_wrap=True)
+
+
 def _check_sweep_names_site(sweep: object, site: str, sweep_file: Path) -> None:
     """``orch run SWEEP --site S`` runs the sweep's runs on S: a site the sweep does not name is a
     mistake (running the sweep elsewhere would be a different sweep), refused before anything is
@@ -514,21 +545,33 @@ def run(
     With [bold]--site S[/bold] only the sweep's runs on S are submitted; a site the sweep does not
     name is refused (exit 2), and exit 1 when every run on it is skipped."""
     _check_interval(interval)  # before anything is planned or submitted
+    from orchestrator.run import interrupt
+
+    c = ctx_obj(ctx)
+    with interrupt.watching():
+        _run_sweep(c, sweep_file, site, interval, variant, max_runs, as_json)
+
+
+def _run_sweep(c: Context, sweep_file: Path, site: str | None, interval: float, variant: str | None,
+               max_runs: int, as_json: bool) -> None:
+    """`orch run` under a Ctrl-C that is never lost (see orchestrator/run/interrupt.py)."""
     from sqlalchemy import text
 
     from orchestrator.plan.record import plan_sweep, record_plan
     from orchestrator.plan.sweep import parse_sweep
     from orchestrator.results.db.engine import redact
+    from orchestrator.run import interrupt
     from orchestrator.run.submit import submit_runs
 
-    c = ctx_obj(ctx)
     loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
     if site is not None:
         _check_sweep_names_site(loaded.sweep, site, sweep_file)
     with trace_progress():
         plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
+    interrupt.check()
     _print_lints(plans, loaded)
     recorded = record_plan(c.sessions, loaded, plans)
+    interrupt.check()
     new = recorded.new
     name = loaded.sweep.name
     mine = [p for p in plans if site is None or p.spec.site == site]
@@ -543,10 +586,14 @@ def run(
         for line in recorded.lines():
             err_console.print(f"re-planned: {line}", markup=False, soft_wrap=True)
     executors = c.executors()
-    report = submit_runs(c.sessions, executors, site=site, sweep=name)
-    for run_id, why in report.failed:
-        err_console.print(f"  refused {run_id}: {why}", markup=False, soft_wrap=True)
-    _follow(c, executors, name, site, interval, watch=True, quiet=as_json, submit_planned=True)
+    try:
+        report = submit_runs(c.sessions, executors, site=site, sweep=name)
+        for run_id, why in report.failed:
+            err_console.print(f"  refused {run_id}: {why}", markup=False, soft_wrap=True)
+        _follow(c, executors, name, site, interval, watch=True, quiet=as_json, submit_planned=True)
+    except KeyboardInterrupt:
+        _stop_on_interrupt(c, executors, name, site, sweep_file)
+        raise
     with c.sessions() as session:
         sql = ("SELECT run_id, experiment, workload, site, devices, precision, params, status, failure_class, "
                "tflops, tokens_per_s, step_time_s, peak_mem_gb FROM results r WHERE sweep = :sweep "
@@ -570,6 +617,8 @@ def run(
 
 # A query file is a page of SQL; anything far larger is not one.
 SQL_FILE_LIMIT = 16 * 1024 * 1024
+# Rows `orch sql` reads unless told otherwise: far more than a person reads, few enough to hold.
+SQL_MAX_ROWS = 100_000
 
 
 @app.command()
@@ -581,18 +630,24 @@ def sql(
                                                  "(e.g. db/queries/scaling_efficiency.sql).")] = None,
     write: Annotated[bool, typer.Option("--write", help="Allow statements that change the database "
                                         "(INSERT, UPDATE, DELETE, DROP, ...).")] = False,
+    max_rows: Annotated[int, typer.Option("--max-rows", help="Print at most this many rows (0: no limit); "
+                                          "stderr says when more were left out.")] = SQL_MAX_ROWS,
 ) -> None:
     """Run a SQL query on the results database (the [bold]results[/bold] view is the public surface).
 
     Read-only unless [bold]--write[/bold]: the database itself refuses any change (a read-only
-    transaction), and a reader never waits for another orch process's write."""
+    transaction) and, on SQLite, ATTACH (which would create a file). A reader never waits for
+    another orch process's write. At most [bold]--max-rows[/bold] rows are read (100,000 unless
+    given), so a runaway query cannot fill the memory."""
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
-    from orchestrator.results.db.engine import is_read_only_refusal, open_engine, session_factory
+    from orchestrator.results.db.engine import ATTACH_REFUSED, is_read_only_refusal, open_engine, session_factory
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format: expected table, csv or json, got {fmt!r}")
+    if max_rows < 0:
+        raise UserError(f"--max-rows: expected 0 (no limit) or a positive count, got {max_rows}")
     if (query is None) == (file is None):
         raise UserError("give a query or --file FILE (one of them)")
     if file is not None:
@@ -615,6 +670,9 @@ def sql(
             # A statement's result is a CursorResult (returns_rows, rowcount), whatever the statement.
             result: CursorResult[Any] = session.execute(text(query))  # type: ignore[assignment]
         except DBAPIError as exc:
+            if not write and ATTACH_REFUSED in str(exc.orig):
+                raise UserError("orch sql is read-only: ATTACH and VACUUM INTO are refused (they would open "
+                                "or create another file); nothing was changed") from None
             if not write and is_read_only_refusal(exc):
                 raise UserError("orch sql is read-only: this statement would change the database "
                                 "(nothing was changed; add --write to allow it)") from None
@@ -624,7 +682,11 @@ def sql(
             console.print(f"ok ({result.rowcount} row(s) affected)")
             return
         columns = list(result.keys())
-        rows = [list(r) for r in result]
+        rows = [list(r) for r in (result.fetchmany(max_rows + 1) if max_rows else result)]
+    if max_rows and len(rows) > max_rows:
+        rows = rows[:max_rows]
+        err_console.print(f"note: only the first {max_rows} rows are shown; the query returned more "
+                          "(add LIMIT/OFFSET, or --max-rows 0 for all)", markup=False, soft_wrap=True)
     print_rows(columns, rows, fmt)
 
 
@@ -1021,6 +1083,14 @@ def main() -> None:
     except UserError as exc:  # its message may quote a value: escaped, never acted on by the terminal
         err_console.print(printable(f"error: {exc}"), markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(exc.exit_code) from None
+    except OSError as exc:  # the disk is full or read-only under a file orch writes: no traceback
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        err_console.print(printable(f"error: {where}{exc.strerror}; nothing after this point was done (free "
+                                    "space, or set ORCH_HOME to another disk, and run the command again)"),
+                          markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(2) from None
     except Exception as exc:
         # The database refused (read-only file, disk full, gone away): SQLAlchemy's OperationalError.
         # Only a command that imported SQLAlchemy can raise it, so it is looked up, not imported.

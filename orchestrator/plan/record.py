@@ -12,9 +12,12 @@ directories are written with plain system calls.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -257,22 +260,65 @@ def _write(path: str, text: str, mode: int | None = None) -> None:
         os.close(fd)
 
 
-def _write_run_dirs(plans: list[PlannedRun], spec_fields: list[dict[str, Any]]) -> None:
-    """Each run's directory with its ``spec.json`` and, when it runs, ``job.sh`` (0755)."""
-    parents: set[str] = set()
-    for plan, fields_ in zip(plans, spec_fields):
-        run_dir = plan.run_dir
-        parent = os.path.dirname(run_dir)
-        if parent not in parents:
-            os.makedirs(parent, exist_ok=True)
-            parents.add(parent)
-        try:
-            os.mkdir(run_dir)
-        except FileExistsError:
-            pass
-        _write(os.path.join(run_dir, "spec.json"), spec_json(plan, fields_))
-        if plan.script is not None:
-            _write(os.path.join(run_dir, "job.sh"), plan.script, 0o755)
+class StagedFiles:
+    """Run directories written in two steps, so a full disk (or any failed write) leaves nothing
+    half-written: every file is first written beside its final name (``.name.tmp``), then all are
+    renamed into place. ``discard`` removes the temporary files and every folder made here."""
+
+    def __init__(self) -> None:
+        self.made: list[str] = []  # folders this plan created, parents first
+        self.files: list[tuple[str, str]] = []  # (temporary, final)
+        self.removals: list[str] = []  # files that go when the rest is published
+
+    def stage(self, plans: list[PlannedRun], spec_fields: list[dict[str, Any]]) -> None:
+        """Each run's directory with its ``spec.json`` and, when it runs, ``job.sh`` (0755)."""
+        known: set[str] = set()
+        for plan, fields_ in zip(plans, spec_fields):
+            run_dir = plan.run_dir
+            parent = os.path.dirname(run_dir)
+            if parent not in known:
+                self._makedirs(parent)
+                known.add(parent)
+            self._makedirs(run_dir)
+            self._write(os.path.join(run_dir, "spec.json"), spec_json(plan, fields_))
+            if plan.script is not None:
+                self._write(os.path.join(run_dir, "job.sh"), plan.script, 0o755)
+
+    def _makedirs(self, folder: str) -> None:
+        missing: list[str] = []
+        while folder and not os.path.isdir(folder):
+            missing.append(folder)
+            folder = os.path.dirname(folder)
+        for path in reversed(missing):
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                continue  # another orch process made it: not ours to remove
+            self.made.append(path)
+
+    def _write(self, final: str, text: str, mode: int | None = None) -> None:
+        temporary = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tmp")
+        self.files.append((temporary, final))
+        _write(temporary, text, mode)
+
+    def publish(self) -> None:
+        for temporary, final in self.files:
+            os.replace(temporary, final)
+        for path in self.removals:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        self.files.clear()
+        self.removals.clear()
+
+    def discard(self) -> None:
+        for temporary, _ in self.files:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+        for folder in reversed(self.made):
+            shutil.rmtree(folder, ignore_errors=True)
+        self.files.clear()
+        self.made.clear()
+        self.removals.clear()
 
 
 def _insert_runs(session: Session, rows: list[dict[str, Any]]) -> None:
@@ -335,7 +381,7 @@ def _change_of(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
 
 
 def _reconcile(session: Session, sweep_id: int, plans: list[PlannedRun], existing: dict[str, str],
-               report: RecordReport) -> None:
+               report: RecordReport, staged: StagedFiles) -> None:
     """Bring each recorded run that was never submitted up to date with its new plan: its row,
     its ``spec.json`` and its ``job.sh`` (removed when the run is now skipped).
 
@@ -376,12 +422,9 @@ def _reconcile(session: Session, sweep_id: int, plans: list[PlannedRun], existin
         if getattr(done, "rowcount", 0) != 1:
             report.kept["submitted meanwhile"] = report.kept.get("submitted meanwhile", 0) + 1
             continue
-        _write_run_dirs([plan], [fields_])
-        if plan.script is None:
-            try:
-                os.unlink(os.path.join(plan.run_dir, "job.sh"))  # a skipped run has no script to submit
-            except FileNotFoundError:
-                pass
+        staged.stage([plan], [fields_])
+        if plan.script is None:  # a skipped run has no script to submit
+            staged.removals.append(os.path.join(plan.run_dir, "job.sh"))
         report.changes[change] = report.changes.get(change, 0) + 1
 
 
@@ -399,6 +442,7 @@ def record_plan(sessions: sessionmaker[Session], loaded: LoadedSweep, plans: lis
 
     for _ in range(3):  # another orch process may insert the same ids at the same time
         report = RecordReport()
+        staged = StagedFiles()
         try:
             with sessions.begin() as session:
                 sweep = _sweep_record(session, loaded)
@@ -411,14 +455,35 @@ def record_plan(sessions: sessionmaker[Session], loaded: LoadedSweep, plans: lis
                 for plan in plans:
                     plan.new = plan.spec.id not in existing
                 spec_fields = [_spec_fields(p.spec) for p in fresh]
-                _write_run_dirs(fresh, spec_fields)
+                staged.stage(fresh, spec_fields)
                 _insert_runs(session, [_run_row(p, sweep.id, f) for p, f in zip(fresh, spec_fields)])
-                _reconcile(session, sweep.id, plans, existing, report)
+                _reconcile(session, sweep.id, plans, existing, report, staged)
                 report.new = len(fresh)
+                # Every file is written: put them in place before the rows commit, so a submit
+                # that claims a run (waiting on this transaction) reads its new script.
+                staged.publish()
             for plan in plans:
                 state = existing.get(plan.spec.id)
                 plan.recorded = plan.status if state is None or state in RECONCILED else RunState(state)
             return report
         except IntegrityError:
+            staged.discard()
             continue
+        except OSError as exc:
+            staged.discard()
+            raise _write_error(exc, plans) from None
+        except BaseException:
+            staged.discard()
+            raise
     raise RuntimeError("could not record the plan: the database kept changing under it")
+
+
+def _write_error(exc: OSError, plans: list[PlannedRun]) -> UserError:
+    """A run folder that could not be written (a full disk, a quota, a read-only or unwritable
+    folder): one line naming where, and that nothing was recorded."""
+    where = (os.path.dirname(str(exc.filename)) if exc.filename
+             else os.path.dirname(os.path.dirname(plans[0].run_dir)) if plans else "the runs folder")
+    hint = {errno.ENOSPC: " (the disk is full: free space, or set ORCH_HOME to a larger disk)",
+            errno.EDQUOT: " (over your disk quota)"}.get(exc.errno or 0, "")
+    return UserError(f"cannot write the run folders: {where}: {exc.strerror or exc}{hint}; nothing was recorded "
+                     "and no run folder of this plan was left behind: plan again once it is fixed")

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from orchestrator.sites.profiles import ENV_NAME, PYTHON_ENV_KINDS
 from orchestrator.states import FailureClass
 from orchestrator.timefmt import parse_walltime
-from orchestrator.yamlsource import Loc, YamlDocument, load_yaml, read_source
+from orchestrator.yamlsource import Loc, YamlDocument, data_loc, load_yaml, read_source
 from workloads import registry
 from workloads.registry import PRECISIONS, Workload
 
@@ -410,7 +410,8 @@ def _apply_variant(doc: YamlDocument, name: str) -> None:
         variant = Variant.model_validate(variants[name])
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise doc.error(("variants", name) + tuple(first["loc"]), _pydantic_message(first)) from None
+        loc, key_note = data_loc(variants[name], tuple(first["loc"]), first["type"])
+        raise doc.error(("variants", name) + loc, key_note or _pydantic_message(first)) from None
     experiments = data.get("experiments")
     if not isinstance(experiments, list):
         return  # the normal validation reports it
@@ -458,7 +459,8 @@ def parse_sweep(path: Path | str, text: str | None = None, variant: str | None =
         sweep = Sweep.model_validate(doc.data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise doc.error(tuple(first["loc"]), _pydantic_message(first)) from None
+        loc, key_note = data_loc(doc.data, tuple(first["loc"]), first["type"])
+        raise doc.error(loc, key_note or _pydantic_message(first)) from None
     names: set[str] = set()
     for index, exp in enumerate(sweep.experiments):
         if exp.name in names:

@@ -246,3 +246,41 @@ def cancel_runs(sessions: sessionmaker[Session], executors: Executors, sweep: st
             run.status = RunState.CANCELLED
             cancelled.append((run.id, ""))
     return cancelled
+
+
+INTERRUPTED = "interrupted (Ctrl-C of orch run): stopped, and planned again"
+
+
+def stop_local(sessions: sessionmaker[Session], executors: Executors, sweep: str,
+               site: str | None = None) -> tuple[list[str], list[str]]:
+    """After a Ctrl-C of ``orch run``: stop the sweep's jobs that run on this machine (a local
+    scheduler) and plan their runs again, so that running the sweep again resumes it (runs that
+    finished stay finished). Jobs handed to a real scheduler are left to it, like any batch job.
+    Returns (run ids stopped, job ids whose processes had not exited after the wait)."""
+    stopped: list[str] = []
+    lingering: list[str] = []
+    now = datetime.now(timezone.utc)
+    with sessions.begin() as session:
+        query = (select(Attempt).join(Run).where(Attempt.state.in_(ACTIVE), Attempt.job_id.is_not(None),
+                                                 Run.sweep == sweep, Attempt.scheduler == "local"))
+        if site:
+            query = query.where(Run.site == site)
+        by_site: dict[tuple[str, str | None], list[Attempt]] = {}
+        for attempt in session.scalars(query):
+            by_site.setdefault((attempt.run.site, attempt.run.system), []).append(attempt)
+        for (site_name, system), attempts in by_site.items():
+            executor = executors.for_site(site_name, system)
+            job_ids = [a.job_id for a in attempts if a.job_id]
+            executor.cancel(job_ids)
+            wait = getattr(executor, "wait_stopped", None)
+            if wait is not None:
+                lingering += wait(job_ids)
+            for attempt in attempts:
+                attempt.state = AttemptState.FAILED
+                attempt.failure_class = FailureClass.CANCELLED
+                attempt.reason = INTERRUPTED
+                attempt.finished_at = now
+                attempt.run.status = RunState.PLANNED
+                attempt.run.updated_at = now
+                stopped.append(attempt.run_id)
+    return stopped, lingering

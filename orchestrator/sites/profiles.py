@@ -32,7 +32,7 @@ from orchestrator.sites.launcher_options import LAUNCHER_OPTIONS
 from orchestrator.sites.options import option_problem
 from orchestrator.sites.schedulers import SCHEDULERS
 from orchestrator.timefmt import format_hms, parse_walltime
-from orchestrator.yamlsource import Loc, YamlDocument, format_loc, load_yaml
+from orchestrator.yamlsource import Loc, YamlDocument, data_loc, format_loc, load_yaml
 from workloads.registry import PRECISIONS
 
 DEVICE_TYPES = ("cpu", "cuda", "xpu", "hpu", "rdu", "ipu", "wse", "lpu")
@@ -765,10 +765,10 @@ def load_site(target: str, sites_dirs: list[Path] | None = None) -> SiteProfile:
             ctx = first["ctx"]
             raise SourceError(doc.path, doc.line_of(located(tuple(ctx["line_at"]))),
                               format_loc(located(tuple(ctx["field"]))) or None, ctx["message"]) from None
-        loc = located(tuple(first["loc"]))
+        in_data, key_note = data_loc(data, tuple(first["loc"]), first["type"])
         message = ("unknown field" if first["type"] == "extra_forbidden"
                    else str(first["msg"]).removeprefix("Value error, "))
-        raise doc.error(loc, message) from None
+        raise doc.error(located(in_data), key_note or message) from None
     overrides = systems[system] if system else {}
     profile._source = ProfileSource(doc.path, doc.lines, system or None, overrides)
     return profile

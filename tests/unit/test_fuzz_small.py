@@ -16,7 +16,8 @@ def test_generator_is_deterministic_and_covers_every_generator() -> None:
     first = [(c.generator, c.data) for c in fuzz_inputs.generate(200, SEED)]
     again = [(c.generator, c.data) for c in fuzz_inputs.generate(200, SEED)]
     assert first == again
-    assert {g for g, _ in first} == {"grammar-sweep", "grammar-site", "mutate-example", "mutate-site", "special"}
+    assert {g for g, _ in first} == {"grammar-sweep", "deep-sweep", "grammar-site", "mutate-example", "mutate-site",
+                                     "special"}
 
 
 def test_classify_error_shapes() -> None:
@@ -36,3 +37,6 @@ def test_small_fuzz_run_is_clean() -> None:
     # The run reached both ends: some files planned, some refused with one clean error line.
     classes = {o.cls for o in outcomes}
     assert {"ok", "clean"} <= classes, classes
+    # The deep generator's sweeps (real workloads, hostile values within their types) get past
+    # validation to resolve and render: that is what it is for.
+    assert any(o.generator == "deep-sweep" and o.cls == "ok" for o in outcomes)

@@ -5,6 +5,7 @@ traceback, and nothing orch writes lets a value out of its quoting."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -297,3 +298,81 @@ def test_table_cells_are_text_with_control_characters_escaped(monkeypatch: pytes
     output.print_table(["a", "b"], [["x\x1b[2Jy", "[bold]z[/bold] [/nope]"]])
     printed = buffer.getvalue()
     assert "\x1b" not in printed and "x\\x1b[2Jy" in printed and "[bold]z[/bold] [/nope]" in printed
+
+
+# ---------------------------------------------------------------- issue 30, the rest
+
+def test_field_paths_name_the_field_not_pydantics_internals(tmp_path: Path) -> None:
+    # A list as a walltime came out as "experiments[0].walltime.str" (the union member tried).
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(SWEEP.replace("walltime: 10", "walltime: [10]"))
+    line = orch_error(tmp_path, "plan", str(sweep), "--dry-run")
+    assert line.startswith(f"error: {sweep}:6: experiments[0].walltime: "), line
+    assert ".str" not in line
+
+
+def test_a_queue_max_walltime_that_is_a_list_names_the_field(tmp_path: Path) -> None:
+    from orchestrator.sites.profiles import load_site
+
+    directory = tmp_path / "sites"
+    directory.mkdir()
+    text = LOCAL_PROFILE.replace("name: local", "name: bad")
+    assert "max_walltime:" in text
+    (directory / "bad.yaml").write_text(text.replace("max_walltime:", "max_walltime: [1] #", 1))
+    with pytest.raises(SourceError) as info:
+        load_site("bad", [directory])
+    message = str(info.value)
+    assert ".max_walltime: " in message and ".str" not in message, message
+
+
+def test_a_null_key_in_a_profiles_env_is_named_as_a_key(tmp_path: Path) -> None:
+    # It came out as "env.None.[key]: Input should be a valid string".
+    directory = bad_site(tmp_path, "env: {~: x}\n")
+    line = LOCAL_PROFILE.count("\n") + 1
+    assert orch_error(tmp_path, "--sites-dir", str(directory), "sites", "show", "bad") == \
+        f"error: {directory}/bad.yaml:{line}: env: the key None must be text (quote it, or give it a name)"
+
+
+def test_invalid_utf8_is_reported_with_its_line_and_column(tmp_path: Path) -> None:
+    sweep = tmp_path / "s.yaml"
+    sweep.write_bytes(SWEEP.encode().replace(b"name: e", b"name: caf\xe9"))
+    line = orch_error(tmp_path, "plan", str(sweep), "--dry-run")
+    assert line == f"error: {sweep}:3: not UTF-8 text: byte 0xe9 at column 14 (save the file as UTF-8)"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("entries: 3\n", "calibration.yaml:1: expected a mapping with a list 'entries'"),
+    ("entries:\n  - 3\n", "calibration.yaml:2: entries[0]: expected a mapping"),
+    ("entries:\n  - {site: local, device_model: x, matmul: abc, memory: 0.5, network: 0.5, op_overhead_us: 1}\n",
+     "calibration.yaml:2: entries[0].matmul: expected a number from 0.01 to 2, got 'abc'"),
+    ("entries:\n  - {site: local, device_model: x, matmul: .nan, memory: 0.5, network: 0.5, op_overhead_us: 1}\n",
+     "calibration.yaml:2: entries[0].matmul: expected a number from 0.01 to 2, got nan"),
+    ("entries:\n  - {site: local, device_model: x, matmul: 0.5, memory: 0.5, network: 0.5}\n",
+     "calibration.yaml:2: entries[0].op_overhead_us: expected a number from 0 to 5000, got None"),
+    ("a: \"\\x07\"\n", "calibration.yaml:1: a: a control character (U+0007)"),
+])
+def test_a_damaged_calibration_file_is_a_located_error(tmp_path: Path, text: str, expected: str) -> None:
+    # orch calibrate writes it; a hand edit used to end a plan in a ValueError or KeyError.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "calibration.yaml").write_text(text)
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(SWEEP)
+    line = orch_error(tmp_path, "plan", str(sweep), "--dry-run")
+    assert line.startswith(f"error: {home}/{expected}"), line
+
+
+def test_twin_slurm_conf_keeps_profile_values_on_their_line() -> None:
+    # A device model with a newline in a profile reached slurm.conf's "# label: describe" comment.
+    from orchestrator.sites.sandbox import configs
+    from orchestrator.sites.sandbox.layout import TwinLayout
+    from tests.sites.test_sandbox_configs import SYNTHETIC
+
+    groups: list[dict[str, Any]] = [dict(g) for g in SYNTHETIC["groups"]]  # type: ignore[attr-defined]
+    groups[0]["describe"] = "4x A100\nPartitionName=evil Nodes=ALL"
+    data: dict[str, Any] = {**SYNTHETIC, "groups": groups}
+    data["twin"] = "synthetic\nSlurmctldPort=1"
+    text = configs._slurm_conf(layout=TwinLayout.from_dict(data))
+    lines = text.splitlines()
+    assert not any(line.startswith(("PartitionName=evil", "SlurmctldPort=1")) for line in lines)
+    assert "# synthetic: 4x A100\\nPartitionName=evil Nodes=ALL" in lines

@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 import yaml
 
 from orchestrator.predict.perfmodel.machine import Efficiency, Machine
+from orchestrator.yamlsource import load_yaml
 
 FILE_NAME = "calibration.yaml"
 # Bounds of each factor (the CPU's nominal peak may be beaten: its matmul fraction may pass 1).
@@ -58,10 +59,27 @@ def calibration_path(state_dir: Path | None = None) -> Path:
 
 
 def _load(path: Path) -> list[dict[str, object]]:
+    """The file's entries, each checked: a hand-edited or damaged file is a ``file:line`` error,
+    never a traceback in the middle of a plan (SourceError)."""
     if not path.is_file():
         return []
-    doc = yaml.safe_load(path.read_text()) or {}
-    return list(doc.get("entries") or [])
+    doc = load_yaml(path)  # bounded, like every YAML file orch reads
+    data = doc.data if doc.data is not None else {}
+    entries = data.get("entries") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(entries, (list, type(None))):
+        raise doc.error((), "expected a mapping with a list 'entries' (the file orch calibrate writes)")
+    for index, entry in enumerate(entries or []):
+        if not isinstance(entry, dict):
+            raise doc.error(("entries", index), "expected a mapping (one fit per device model)")
+        for name, (low, high) in BOUNDS.items():
+            value = entry.get(name)
+            if value is None and name == "step_overhead_ms":
+                continue  # absent from files written before issue 25
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                    or not low <= value <= high):
+                raise doc.error(("entries", index, name), f"expected a number from {low:g} to {high:g}, got "
+                                                          f"{value!r} (re-run orch calibrate, or delete the entry)")
+    return list(entries or [])
 
 
 def efficiency_for(machine: Machine, state_dir: Path | None = None) -> Efficiency | None:
@@ -69,7 +87,7 @@ def efficiency_for(machine: Machine, state_dir: Path | None = None) -> Efficienc
     any site, else None (the defaults apply)."""
     try:
         entries = _load(calibration_path(state_dir))
-    except (OSError, yaml.YAMLError):
+    except OSError:  # unreadable: the defaults apply, as with no file
         return None
     site = machine.name
     for match in (lambda e: e.get("site") == site and e.get("device_model") == machine.device_model,

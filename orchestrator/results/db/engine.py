@@ -15,6 +15,7 @@ never waits for another process's write lock), PostgreSQL's
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,8 +58,21 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
     cursor.close()
 
 
+# A reader's bounds. query_only refuses writes to the database, but ATTACH (and VACUUM INTO,
+# which attaches its target) still creates an empty file at any path the query names, so the
+# authorizer refuses them; and no single value a query builds may exceed 64 MiB.
+READ_ONLY_VALUE_LIMIT = 64 * 1024 * 1024
+ATTACH_REFUSED = "not authorized"
+
+
+def _sqlite_refuse_attach(action: int, *_args: object) -> int:
+    return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) else sqlite3.SQLITE_OK
+
+
 def _sqlite_query_only(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
     dbapi_connection.execute("PRAGMA query_only=ON")
+    dbapi_connection.set_authorizer(_sqlite_refuse_attach)
+    dbapi_connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, READ_ONLY_VALUE_LIMIT)
 
 
 def _begin_immediate(connection) -> None:  # type: ignore[no-untyped-def]
@@ -127,7 +141,8 @@ def is_read_only_refusal(exc: DBAPIError) -> bool:
     """Whether the database refused a write because the connection or file is read-only."""
     if getattr(exc.orig, "sqlstate", None) == "25006" or getattr(exc.orig, "pgcode", None) == "25006":
         return True  # PostgreSQL: read_only_sql_transaction
-    return "readonly database" in str(exc.orig)  # SQLite: query_only (or a read-only file)
+    # SQLite: query_only (or a read-only file), or the reader's authorizer refusing an ATTACH
+    return "readonly database" in str(exc.orig) or ATTACH_REFUSED in str(exc.orig)
 
 
 def _alembic_config() -> "Config":

@@ -19,6 +19,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping
@@ -233,6 +234,17 @@ class LocalExecutor(Executor):
         for job_id in job_ids:
             if job_id.isdigit() and _controller_alive(int(job_id), self.folder):
                 os.kill(int(job_id), signal.SIGTERM)  # the controller forwards it to the job
+
+    def wait_stopped(self, job_ids: list[str], timeout_s: float = 20.0) -> list[str]:
+        """Wait for these jobs' controllers to exit (each stops its job's processes first);
+        returns the ids still alive at the timeout."""
+        deadline = time.monotonic() + timeout_s
+        alive = [j for j in job_ids if j.isdigit()]
+        while True:
+            alive = [j for j in alive if _controller_alive(int(j), self.folder)]
+            if not alive or time.monotonic() >= deadline:
+                return alive
+            time.sleep(0.1)
 
     def find_by_name(self, job_names: list[str]) -> dict[str, str]:
         found: dict[str, str] = {}

@@ -28,6 +28,7 @@ from typing import Any
 import jinja2
 
 from orchestrator import paths
+from orchestrator.escape import one_line
 from orchestrator.sites.sandbox import facts
 from orchestrator.sites.sandbox.facts import (
     CGROUP_CONF,
@@ -67,10 +68,12 @@ TEMPLATE_SUBDIR = "sandbox"  # templates/sandbox/
 
 
 def _no_none(value: Any) -> Any:
-    """Jinja's finalize: a None printed into a config file is a bug of the code, not a value."""
+    """Jinja's finalize: a None printed into a config file is a bug of the code, not a value.
+    Every printed value stays on its line: a profile's value (a model name in a ``# comment``, a
+    queue name) with a newline in it would otherwise start a live slurm.conf line."""
     if value is None:
         raise ValueError("a sandbox config template printed None (a value the code did not set)")
-    return value
+    return one_line(value) if isinstance(value, str) else value
 
 
 @functools.cache
