@@ -444,26 +444,79 @@ def status(
     site: Annotated[Optional[str], typer.Option("--site", help="Only this site.")] = None,
     watch: Annotated[bool, typer.Option("--watch", help="Keep following until no run is active.")] = False,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between polls with --watch.")] = 5.0,
+    failed: Annotated[bool, typer.Option("--failed", help="List the failed runs: failure class, exit code, "
+                                         "reason and error log.")] = False,
+    running: Annotated[bool, typer.Option("--running", help="List the runs with a scheduler now (submitted, "
+                                          "running, waiting for a retry).")] = False,
+    skipped: Annotated[bool, typer.Option("--skipped", help="List the skipped runs with their reasons.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Follow submitted runs: ask the scheduler (one query per site), collect metrics, retry by policy.
 
     Nothing in flight (no job with a scheduler, no run waiting for a retry): no scheduler is asked.
+    [bold]--failed[/bold], [bold]--running[/bold] and [bold]--skipped[/bold] (any together) list those
+    runs after the counts, each with its last attempt's failure class, reason and error log
+    (JSON: "runs"). Run where no database is (a folder without .orch/), it says so and creates none.
     """
-    from orchestrator.results.db.state import needs_follow, state_counts
+    from orchestrator.results.db.state import needs_follow, run_listing, state_counts
 
     _check_interval(interval)
     c = ctx_obj(ctx)
+    if _no_database_here(c):
+        if as_json:
+            print_json({"counts": {}, "total": 0, "polls": 0, "scheduler_calls": {}, "database": None,
+                        **({"runs": []} if failed or running or skipped else {})})
+        return
     if needs_follow(c.engine, sweep, site):
         executors = c.executors()
         polls, counts = _follow(c, executors, sweep, site, interval, watch, quiet=as_json)
         calls = executors.calls()
     else:
         polls, counts, calls = 0, state_counts(c.engine, sweep, site), {}
+    wanted = ((RunState.FAILED,) if failed else ()) + ((RunState.SKIPPED,) if skipped else ()) + (
+        (RunState.SUBMITTING, RunState.SUBMITTED, RunState.RUNNING, RunState.RETRY) if running else ())
+    runs = run_listing(c.engine, wanted, sweep, site) if wanted else None
     if as_json:
-        print_json({"counts": counts, "total": sum(counts.values()), "polls": polls, "scheduler_calls": calls})
-    else:
-        _print_counts(counts, as_json)
+        print_json({"counts": counts, "total": sum(counts.values()), "polls": polls, "scheduler_calls": calls,
+                    **({"runs": runs} if runs is not None else {})})
+        return
+    _print_counts(counts, as_json)
+    if runs is not None:
+        _print_listing(runs)
+
+
+def _print_listing(runs: list[dict[str, Any]]) -> None:
+    """One short block per run (a table of long reasons and paths wraps into tall cells): what it
+    is, how its last attempt ended, why, and the log to read; paths on a line of their own, whole."""
+    if not runs:
+        console.print("no run matches", markup=False)
+    for run in runs:
+        end = run["failure_class"] or ""
+        if run["exit_code"] is not None and run["status"] == RunState.FAILED:
+            end += f" (exit {run['exit_code']})"
+        attempt = f"attempt {run['attempt']}" if run["attempt"] is not None else "never submitted"
+        console.print(printable(f"{run['status']:<9} {run['run_id']}  {run['sweep']}/{run['experiment']} "
+                                f"{run['workload']} on {run['site']}  {attempt}  {end}".rstrip()),
+                      markup=False, highlight=False, soft_wrap=True)
+        if run["reason"]:
+            console.print(printable(f"          reason: {run['reason']}"), markup=False, highlight=False,
+                          soft_wrap=True)
+        if run["log"]:
+            console.print(printable(f"          log: {run['log']}"), markup=False, highlight=False, soft_wrap=True)
+
+
+def _no_database_here(c: Context) -> bool:
+    """Whether orch looks for its default SQLite file here and none exists: said in one line on
+    stderr, so a command run from the wrong folder neither creates an empty .orch/ nor reports
+    "total 0" as if the campaign had vanished."""
+    if os.environ.get(paths.HOME_ENV) or c.db_url != paths.default_db_url():
+        return False  # a database named on purpose: created as usual
+    database = c.state_dir / "orch.db"
+    if database.exists():
+        return False
+    err_console.print(f"no orch database here ({database} does not exist): run orch in the folder you planned "
+                      "from, or point at the database with ORCH_HOME or --db", markup=False, soft_wrap=True)
+    return True
 
 
 @app.command()

@@ -228,9 +228,35 @@ def _memory_need_gb(spec: RunSpec, workload: Workload) -> MemoryNeed:
         return None, None
 
 
-def _over_memory(need: MemoryNeed, site: SiteProfile) -> str | None:
-    """Why the predicted tensors plus the device's fixed cost (site profile) do not fit, or None."""
+def host_memory_gb() -> float | None:
+    """This machine's physical memory (MemTotal), or None where /proc/meminfo cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024 / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _over_host_memory(need_gb: float, source: str, processes: int) -> str | None:
+    """On this machine (a local site's CPU "devices"), the run's processes share the host's memory:
+    a run sized past it was launched, swapped, then killed by the kernel after minutes (issue 27)."""
+    host = host_memory_gb()
+    if host is None or need_gb * processes <= host:
+        return None
+    return (f"predicted to need {need_gb * processes:.1f} GB of host memory ({processes} process(es) x "
+            f"{need_gb:.1f} GB tensors by {source}), this machine has {host:.1f} GB")
+
+
+def _over_memory(need: MemoryNeed, site: SiteProfile, processes: int = 1) -> str | None:
+    """Why the predicted tensors plus the device's fixed cost (site profile) do not fit, or None.
+    CPU devices of a local site without a stated memory share this machine's memory."""
     need_gb, source = need
+    if (need_gb is not None and source is not None and site.device.memory_gb is None
+            and site.device.type == "cpu" and site.scheduler == "local"):
+        return _over_host_memory(need_gb, source, processes)
     fixed = site.device.fixed_memory_gb or 0.0
     if need_gb is not None and site.device.memory_gb is not None and need_gb + fixed > site.device.memory_gb:
         tensors = f"{need_gb:.1f} GB tensors by {source}"
@@ -463,7 +489,7 @@ class SiteResolver:
             if refused:  # the program would refuse it at start: no job, and nothing to trace
                 return skip(f"{spec.workload} refuses these values: {refused}", memory=False)
             predicted = self._memory_need(spec, workload, key)
-            reason = _over_memory(predicted, site) if spec.check_memory else None
+            reason = _over_memory(predicted, site, devices_per_node) if spec.check_memory else None
         if reason:
             return skip(reason)
         step_s, run_s = (None, None) if isinstance(vendor, VendorRunner) else self._time_need(spec, workload, key)

@@ -27,6 +27,7 @@ json.dump({"schema": "orch.metrics/1", "workload": "gemm", "precision": "fp32", 
 PY
   ;;
   sleep) sleep 600 ;;
+  killed) kill -9 $$ ;;
   flaky) if [ ! -e first-try ]; then touch first-try; exit 3; fi; exec {real} "$@" ;;
   *) exec {real} "$@" ;;
 esac
@@ -54,7 +55,7 @@ experiments:
       m: 32
       warmup: 1
       iters: 2
-      tag: [exit3, nometrics, badmetrics, nan, sleep, ok]
+      tag: [exit3, nometrics, badmetrics, nan, sleep, killed, ok]
   - name: retried
     workload: gemm
     sites: [flaky]
@@ -80,6 +81,7 @@ def test_each_failure_lands_with_its_class_and_retries_follow_policy(workdir: Pa
     assert got[("badmetrics", 1)] == ("failed", "bad_metrics", 0)
     assert got[("nan", 1)] == ("failed", "bad_metrics", 0)
     assert got[("sleep", 1)][:2] == ("failed", "timeout")
+    assert got[("killed", 1)] == ("failed", "out_of_memory", 137)  # SIGKILL, not from orch: the OOM killer
     assert got[("ok", 1)] == ("completed", None, 0)
     # The flaky run failed once, was retried by policy, and then completed.
     assert got[("flaky", 1)] == ("failed", "failed", 3) and got[("flaky", 2)] == ("completed", None, 0)
@@ -94,4 +96,20 @@ def test_each_failure_lands_with_its_class_and_retries_follow_policy(workdir: Pa
     assert any("NaN is not a number" in r["reason"] for r in reasons)
     runs = json.loads(run_orch("sql", "-f", "json", "SELECT status, count(*) AS n FROM runs GROUP BY status "
                                "ORDER BY status", cwd=workdir).stdout)
-    assert {r["status"]: r["n"] for r in runs} == {"failed": 5, "finished": 2}
+    assert {r["status"]: r["n"] for r in runs} == {"failed": 6, "finished": 2}
+
+    # `orch status --failed` answers "what failed and why, and where is its log" in one command.
+    listed = json.loads(run_orch("status", "--failed", "--json", cwd=workdir, check=True).stdout)["runs"]
+    by_tag = {}
+    for run in listed:
+        spec = json.loads(Path(run["log"]).with_name("spec.json").read_text())
+        by_tag[spec["params"]["tag"]] = run
+    assert {t: r["failure_class"] for t, r in by_tag.items()} == {
+        "exit3": "failed", "nometrics": "missing_metrics", "badmetrics": "bad_metrics", "nan": "bad_metrics",
+        "sleep": "timeout", "killed": "out_of_memory"}
+    assert all(r["status"] == "failed" and r["reason"] and r["attempt"] == 1 for r in listed)
+    assert "failing on purpose" in Path(by_tag["exit3"]["log"]).read_text()
+    assert by_tag["exit3"]["exit_code"] == 3 and by_tag["exit3"]["reason"] == "script exited with 3"
+    text = run_orch("status", "--failed", cwd=workdir, env={"COLUMNS": "100"}, check=True).stdout
+    assert "out_of_memory (exit 137)" in text and "reason: script exited with 3" in text
+    assert f"log: {by_tag['exit3']['log']}" in text  # the whole path on its line, never wrapped

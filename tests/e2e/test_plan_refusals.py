@@ -39,3 +39,24 @@ def test_runs_the_program_would_refuse_are_skipped_with_its_reason(tmp_path: Pat
             assert run["reason"].startswith("gpt2 refuses these values:") and "rank" in run["reason"]
     # tp 2 on 2 ranks is a layout the program runs: planned, with its predictions.
     assert by[(2, 0, 2)]["status"] == "planned" and by[(2, 0, 2)]["mem_gb"]
+
+
+def test_a_local_run_sized_past_this_machines_memory_is_skipped_at_plan(tmp_path: Path) -> None:
+    # Issue 27: it was traced, launched, swapped and killed by the kernel minutes later.
+    from orchestrator.plan.resolve import host_memory_gb
+
+    host = host_memory_gb()
+    assert host is not None  # /proc/meminfo on Linux
+    sweep = write(tmp_path / "s.yaml", "name: big\nexperiments:\n  - name: g\n    workload: gpt2\n    sites: [local]\n"
+                                       "    walltime: 10\n    grid: {model: [tiny, mpt-30b], batch_size: 1, "
+                                       "seq_len: 64, precision: fp32}\n")
+    runs = json.loads(run_orch("plan", str(sweep), "--dry-run", "--json", cwd=tmp_path, check=True).stdout)["runs"]
+    by_model = {r["params"].split("model=")[1].split()[0]: r for r in runs}
+    assert by_model["tiny"]["status"] == "planned"
+    big = by_model["mpt-30b"]
+    assert big["status"] == "skipped" and big["mem_gb"] > host
+    # mem_gb is rounded to 3 significant figures in the plan's table; the reason keeps one decimal.
+    assert big["reason"].startswith("predicted to need ") and big["reason"].endswith(
+        f" GB tensors by {big['mem_from']}), this machine has {host:.1f} GB")
+    needed = float(big["reason"].split()[3])
+    assert abs(needed - big["mem_gb"]) <= 0.01 * big["mem_gb"] and "of host memory (1 process(es) x" in big["reason"]

@@ -226,6 +226,12 @@ class LocalExecutor(Executor):
             info.state, info.failure, info.reason = JobState.FAILED, FailureClass.TIMEOUT, "walltime reached"
         elif value.get("cancelled"):
             info.state, info.failure, info.reason = JobState.FAILED, FailureClass.CANCELLED, "cancelled"
+        elif code in (128 + signal.SIGKILL, -signal.SIGKILL):
+            # Killed with SIGKILL, and not by orch (a cancel or the walltime are above): on a
+            # machine without a scheduler that is the kernel's out-of-memory killer.
+            info.failure = FailureClass.OUT_OF_MEMORY
+            info.reason = (f"killed by SIGKILL (exit {code}): most likely the kernel's out-of-memory killer "
+                           "(the run needed more host memory than was free)")
         elif code != 0:
             info.failure, info.reason = FailureClass.FAILED, f"script exited with {code}"
         return info
