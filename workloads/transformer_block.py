@@ -73,8 +73,9 @@ def body(session: Session) -> None:
     for _ in range(args.warmup):
         one(False)
     session.barrier()
-    for _ in range(args.iters):
-        one(True)
+    with session.metering():  # energy over the timed steps, which this loop times itself
+        for _ in range(args.iters):
+            one(True)
     fwd = clock.times("fwd")
     bwd = clock.times("bwd") if args.backward else [0.0] * len(fwd)
     steps = [f + g for f, g in zip(fwd, bwd)]

@@ -4,8 +4,8 @@ Submodules: ``cli`` (argparse from the registry), ``device`` (cpu/cuda/xpu/hpu),
 ``precision`` (fp32/tf32/fp16/bf16/fp8 and refusals), ``dist`` (torchrun, Slurm,
 PBS/PALS, Open MPI launch variables -> process group), ``timing`` (warm-up,
 synchronised per-step times, percentiles), ``envinfo`` (provenance),
-``metrics`` (the ``orch.metrics/1`` document, written atomically) and
-``session`` (ties them together for one run).
+``metrics`` (the ``orch.metrics/1`` document, written atomically), ``energy`` (the device's
+energy counter over the timed steps, or none) and ``session`` (ties them together for one run).
 
 ``Session`` and ``run_workload`` are imported from ``session`` on first use, not with this
 package: ``cli``, ``metrics`` and ``errors`` need no torch, and the site probe

@@ -109,6 +109,13 @@ class Device:
                 pass
         # CPU: the process's maximum RSS cannot be reset; it covers the whole run.
 
+    def peak_reserved_bytes(self) -> int | None:
+        """Peak memory the caching allocator held from the device (allocated + its cache); None
+        where there is no such allocator (cpu, hpu). What the device must really have free."""
+        if self.type in ("cuda", "xpu"):
+            return int(self.module.max_memory_reserved(self.torch_device))
+        return None
+
     def peak_memory_bytes(self) -> int:
         """Peak memory of this rank: allocator peak on devices, max RSS of the process on CPU."""
         if self.type in ("cuda", "xpu"):

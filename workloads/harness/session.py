@@ -9,16 +9,17 @@ environment and the file itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import socket
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from workloads import registry
-from workloads.harness import cli, dist, envinfo, metrics, precision, timing
+from workloads.harness import cli, dist, energy, envinfo, metrics, precision, timing
 from workloads.harness.device import Device, select
 from workloads.harness.errors import Refused, refuse_and_exit
 
@@ -37,6 +38,9 @@ class Session:
         torch.manual_seed(seed)
         random.seed(seed)
         self.device.reset_peak_memory()
+        # Energy of the timed steps, from the device's own counter where it has one (energy.py).
+        self.energy = energy.for_device(self.device.type, self.device.torch_device.index or 0,
+                                        self.dist_env.local_rank, rocm=self.device.is_rocm)
 
     # --- who am I -------------------------------------------------------------------------
     @property
@@ -67,18 +71,30 @@ class Session:
         """
         warmup = self.args.warmup if warmup is None else warmup
         iters = self.args.iters if iters is None else iters
-        times = timing.time_steps(self.device, step, warmup, iters)
+        times = timing.time_steps(self.device, step, warmup, iters, self.energy)
         min_time = float(getattr(self.args, "min_time", 0.0) or 0.0)
         # Re-estimated each round (at most 10): the first steps' rate can be off (one slow step).
         for _ in range(10 if min_time > 0 and times else 0):
             extra = timing.extra_steps(len(times), self.max_all(sum(times)), min_time)
             if not extra:
                 break
-            times += timing.time_steps(self.device, step, 0, extra)
+            times += timing.time_steps(self.device, step, 0, extra, self.energy)
         return times
 
+    @contextlib.contextmanager
+    def metering(self) -> Iterator[None]:
+        """The energy meter over a timed region a workload times by itself (``IntervalClock``);
+        ``time_steps`` and ``clock()`` run it already. Starts and ends on an idle device."""
+        self.device.synchronize()
+        self.energy.resume()
+        try:
+            yield
+        finally:
+            self.device.synchronize()
+            self.energy.pause()
+
     def clock(self) -> timing.StepClock:
-        return timing.StepClock(self.device)
+        return timing.StepClock(self.device, self.energy)
 
     def ensure_process_group(self) -> str:
         """The process group, made for this rank alone when the run is not distributed."""
@@ -136,10 +152,18 @@ class Session:
         cores = self.gather(_usable_cores())
         figures: dict[str, Any] = timing.summarize(steps) if steps else {}
         figures["peak_mem_gb"] = peak_gb
+        reserved = self.device.peak_reserved_bytes()
+        if reserved is not None:  # the same device type on every rank: all take this branch
+            figures["peak_reserved_gb"] = self.max_all(reserved) / 1e9
         # The cores the run's processes had on rank 0's node, and each process's threads.
         figures["cores"] = len(set().union(*(c for c, h in zip(cores, hostnames) if h == hostnames[0])))
         figures["threads"] = torch.get_num_threads()
         figures.update(results)
+        readings = self.gather(self.energy.reading())
+        tokens = figures.get("tokens_per_s")
+        energy_figures, energy_block = energy.figures(readings, len(steps), figures.get("timed_time_s"),
+                                                      tokens if isinstance(tokens, (int, float)) else None)
+        figures.update(energy_figures)
         if not self.is_main:
             return None
         env = envinfo.capture(self.device, self.backend)
@@ -160,7 +184,7 @@ class Session:
             started_at=self.started_at,
             finished_at=metrics.utc_now(),
             timing_extra=timing_extra,
-            extra=extra,
+            extra={"energy": energy_block, **(extra or {})},
         )
         if self.args.output:
             metrics.write_atomic(self.args.output, doc)

@@ -20,9 +20,12 @@ import math
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from workloads.harness.device import Device
+
+if TYPE_CHECKING:
+    from workloads.harness.energy import Meter
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -96,10 +99,12 @@ class StepClock:
     """Per-step durations for a loop the workload writes itself.
 
     ``start()`` before the first timed step, ``lap()`` after each, ``times()`` at the end.
+    ``meter`` (the session's energy meter) runs from ``start()`` to ``times()``.
     """
 
-    def __init__(self, device: Device) -> None:
+    def __init__(self, device: Device, meter: Meter | None = None) -> None:
         self.device = device
+        self.meter = meter
         self._events = device.has_timing_events()
         self._marks: list[Any] = []
 
@@ -114,6 +119,8 @@ class StepClock:
     def start(self) -> None:
         self.device.mark_step()
         self.device.synchronize()
+        if self.meter is not None:
+            self.meter.resume()
         self._marks = [self._mark()]
 
     def lap(self) -> None:
@@ -121,10 +128,13 @@ class StepClock:
         self._marks.append(self._mark())
 
     def times(self) -> list[float]:
+        if self._events and self._marks:
+            self._marks[-1].synchronize()  # the device has finished the timed steps
+        if self.meter is not None:
+            self.meter.pause()
         if len(self._marks) < 2:
             return []
         if self._events:
-            self._marks[-1].synchronize()
             return [a.elapsed_time(b) / 1000.0 for a, b in zip(self._marks, self._marks[1:])]
         return [b - a for a, b in zip(self._marks, self._marks[1:])]
 
@@ -142,13 +152,17 @@ def extra_steps(done: int, timed_s: float, min_time_s: float) -> int:
     return max(0, min(wanted, MAX_TIMED_STEPS - done))
 
 
-def time_steps(device: Device, step: Callable[[], Any], warmup: int, iters: int) -> list[float]:
-    """Run ``step`` warmup times untimed, then iters times timed; seconds per timed step."""
+def time_steps(device: Device, step: Callable[[], Any], warmup: int, iters: int,
+               meter: Meter | None = None) -> list[float]:
+    """Run ``step`` warmup times untimed, then iters times timed; seconds per timed step.
+    ``meter`` (energy) runs over the timed steps alone."""
     for _ in range(warmup):
         step()
     device.mark_step()
     device.synchronize()
     if device.type == "cpu":
+        if meter is not None:
+            meter.resume()
         # CPU work is synchronous: one timestamp per step is all the timing there is (the
         # harness-overhead benchmark holds this loop to within 2% of a bare one).
         now = time.perf_counter
@@ -157,8 +171,10 @@ def time_steps(device: Device, step: Callable[[], Any], warmup: int, iters: int)
         for _ in range(iters):
             step()
             append(now())
+        if meter is not None:
+            meter.pause()
         return [b - a for a, b in zip(marks, marks[1:])]
-    clock = StepClock(device)
+    clock = StepClock(device, meter)
     clock.start()
     for _ in range(iters):
         step()
