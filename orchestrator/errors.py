@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Iterable
+
 
 class UserError(Exception):
     """A mistake in the user's input; ``str()`` is the whole message."""
@@ -16,3 +18,13 @@ class SourceError(UserError):
         self.file, self.line, self.field, self.message = file, line, field, message
         where = f"{file}:{line}" if line else file
         super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
+
+
+def did_you_mean(name: object, known: "Iterable[str]") -> str:
+    """``" (did you mean 'gemm'?)"`` for a near miss among ``known`` (difflib's ratio >= 0.6), else ""."""
+    import difflib
+
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, list(known), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""

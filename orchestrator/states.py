@@ -54,6 +54,10 @@ class FailureClass(StrEnum):
     MISSING_METRICS = "missing_metrics"  # exited 0 but wrote no metrics file
     BAD_METRICS = "bad_metrics"  # wrote a metrics file that does not validate
     LOST = "lost"  # the scheduler has no trace of it
+    # A serving run (workloads/llm_serving.py) names these itself in serving_failure.json:
+    SERVER_UNHEALTHY = "server_unhealthy"  # the inference server never answered its health check
+    SERVER_DIED = "server_died"  # the inference server went away under load
+    PORT_IN_USE = "port_in_use"  # the inference server's port was already taken
 
 
 class ProbeState(StrEnum):

@@ -618,6 +618,76 @@ register(
 )
 
 
+# Pure Python: the serving backends, arrivals and SLO presets (workloads/serving/spec.py).
+from workloads.serving import spec as _serving  # noqa: E402
+
+
+def _serving_refusal(p: dict[str, Any]) -> str | None:
+    """What workloads/llm_serving.py refuses at start, checked at plan time."""
+    try:
+        _serving.parse_slo(str(p.get("slo") or "none"))
+    except ValueError as exc:
+        return str(exc)
+    if p.get("backend") == "endpoint" and not p.get("endpoint"):
+        return "backend endpoint needs endpoint: URL (the running server's base URL)"
+    arrival = p.get("arrival") or "poisson"
+    try:
+        if arrival != "concurrency" and not float(p.get("rate") or 0) > 0:
+            return f"arrival {arrival} needs a positive rate (requests per second)"
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
+register(
+    Workload(
+        name="llm_serving",
+        module="workloads.llm_serving",
+        summary="LLM serving: an OpenAI-compatible server under Poisson/constant/closed-loop load; TTFT, ITL, TPOT, "
+                "e2e percentiles, goodput under SLOs.",
+        params=(
+            Param("warmup", int, 2, "untimed requests sent one by one once the server is healthy"),
+            Param("tag", str, "", "free-form label recorded with the results"),
+            Param("backend", str, "builtin", "builtin (orch's CPU/any-device server) | vllm | sglang | endpoint "
+                  "(a server already running at --endpoint)", _serving.BACKENDS),
+            Param("endpoint", str, "", "base URL of a running server (backend endpoint), e.g. http://node:8000"),
+            Param("model", str, "tiny", "Llama-style size served with random weights "
+                  "(workloads/models/llama_configs.py)", tuple(_llama.SIZES)),
+            Param("arrival", str, "poisson", "poisson | constant (open loop at --rate) | concurrency (closed loop)",
+                  _serving.ARRIVALS),
+            Param("rate", float, 1.0, "requests per second (poisson, constant)"),
+            Param("concurrency", int, 1, "clients each sending its next request when its last ends (concurrency)"),
+            Param("num_requests", int, 32, "timed requests"),
+            Param("input_len", int, 128, "prompt tokens per request"),
+            Param("output_len", int, 64, "generated tokens per request (ignore_eos)"),
+            Param("slo", str, "mlperf-llama2-70b-server", "SLO for goodput: none | " + " | ".join(_serving.SLO_PRESETS)
+                  + " | ttft=S,tpot=S"),
+            Param("host", str, "127.0.0.1", "address the started server listens on"),
+            Param("port", int, 0, "port of the started server (0: a free one)"),
+            Param("health_timeout_s", float, 600.0, "seconds /health may take to answer 200 (failure: "
+                  "server_unhealthy)"),
+            Param("request_timeout_s", float, 600.0, "seconds one request may wait for its next bytes"),
+            Param("server_tp", int, 1, "tensor-parallel size of the server (vllm, sglang)"),
+            Param("server_args", str, "", "extra arguments appended to the server's command line"),
+            Param("seed", int, 0, "seed of the weights, prompts and Poisson arrivals"),
+        ),
+        precisions=("fp32", "fp16", "bf16"),
+        refusal=_serving_refusal,
+        epilog=(
+            "TTFT = send to first streamed chunk; ITL = gaps between chunks (pooled); TPOT per request =\n"
+            "(e2e - TTFT) / (output tokens - 1); p50/p90/p99 with *_count samples. Rates over the duration\n"
+            "(first send to last end). goodput_requests_per_s: requests within every SLO per second; slo_met:\n"
+            "p99 TTFT and p99 TPOT within the SLO (MLPerf's test). Records: requests.jsonl beside --output.\n"
+            "Failure classes (serving_failure.json; exit 3/4/5): server_unhealthy, server_died, port_in_use.\n"
+            "SLO presets: " + ", ".join(f"{k} (TTFT {v['ttft']:g} s, TPOT {v['tpot']:g} s)"
+                                        for k, v in _serving.SLO_PRESETS.items()) + "\n"
+            "example: python -m workloads.llm_serving --model tiny --arrival poisson --rate 4 --num-requests 16 "
+            "--input-len 32 --output-len 8 --output m.json"
+        ),
+    )
+)
+
+
 def names() -> list[str]:
     """Every registered workload's name, sorted."""
     return sorted(WORKLOADS)
@@ -628,4 +698,8 @@ def get(name: str) -> Workload:
     try:
         return WORKLOADS[name]
     except KeyError:
-        raise KeyError(f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))})") from None
+        import difflib  # only on a miss: a near one is named first
+
+        close = difflib.get_close_matches(name, list(WORKLOADS), n=2, cutoff=0.6) if isinstance(name, str) else []
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        raise KeyError(f"unknown workload {name!r}{hint} (known: {', '.join(sorted(WORKLOADS))})") from None

@@ -7,7 +7,7 @@ WITH per_precision AS (
     GROUP BY workload, params, site, device_model, devices, strategy, batch_size, seq_len, precision,
              throughput_metric
 )
-SELECT p.workload, p.params, p.site, p.device_model, p.devices, p.batch_size, p.precision,
+SELECT p.workload, p.params, p.site, p.device_model, p.devices, p.strategy, p.batch_size, p.seq_len, p.precision,
        p.throughput_metric, p.throughput, p.peak_mem_gb,
        p.throughput / f.throughput AS vs_fp32
 FROM per_precision p
@@ -18,4 +18,4 @@ LEFT JOIN per_precision f
       AND COALESCE(f.batch_size, -1) = COALESCE(p.batch_size, -1)
       AND COALESCE(f.seq_len, -1) = COALESCE(p.seq_len, -1)
       AND f.throughput_metric = p.throughput_metric
-ORDER BY p.workload, p.params, p.site, p.device_model, p.devices, p.precision
+ORDER BY p.workload, p.params, p.site, p.device_model, p.devices, p.strategy, p.batch_size, p.seq_len, p.precision

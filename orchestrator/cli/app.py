@@ -22,7 +22,7 @@ import typer
 from orchestrator import __version__, paths
 from orchestrator.cli.common import JsonOpt
 from orchestrator.cli.output import console, err_console, print_json, print_rows, print_table, trace_progress
-from orchestrator.errors import UserError
+from orchestrator.errors import UserError, did_you_mean
 from orchestrator.escape import printable
 from orchestrator.states import AttemptState, RunState
 
@@ -186,6 +186,8 @@ def plan(
                                           "than this.")] = DEFAULT_MAX_RUNS,
     all_runs: Annotated[bool, typer.Option("--all", help="List every run (a plan of more than 50 runs "
                                            "prints a summary), in a pager on a terminal.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column (memory source, nodes, queue, tier, new, "
+                                       "reason) instead of one line per run.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Expand a sweep into runs, resolve each on its site, render its script and record it.
@@ -237,13 +239,18 @@ $ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses 
         console.print(f"sweep {loaded.sweep.name}", markup=False, highlight=False)
         for line in summary(plans, columns, rows):
             console.print(printable(line), markup=False, highlight=False, overflow="ellipsis", no_wrap=True, crop=True)
-    else:
+    elif wide:
         print_table(columns, rows, title=f"sweep {loaded.sweep.name}")
+    else:
+        from orchestrator.cli.plantable import print_plan_table
+
+        print_plan_table(plans, f"sweep {loaded.sweep.name}")
     if show:
         for p in plans:
             if p.script:
                 console.rule(printable(f"{p.spec.id}  {p.files.script}"))
-                console.print(printable(p.script), markup=False, highlight=False)
+                # Never folded: a script copied from here must run as written (soft_wrap).
+                console.print(printable(p.script), markup=False, highlight=False, soft_wrap=True)
     from orchestrator.plan.cost import campaign_cost
 
     for line in campaign_cost(plans).lines():
@@ -577,7 +584,7 @@ def _check_sweep_names_site(sweep: object, site: str, sweep_file: Path) -> None:
                         f"{', '.join(named)}); edit its sites: or use a --variant that names {site}")
 
 
-SUMMARY_COLUMNS = ["run_id", "experiment", "workload", "site", "devices", "precision", "params", "status",
+SUMMARY_COLUMNS = ["run_id", "experiment", "workload", "site", "devices", "precision", "strategy", "params", "status",
                    "failure_class", "tflops", "tokens_per_s", "step_time_s", "peak_mem_gb"]
 
 
@@ -648,21 +655,22 @@ def _run_sweep(c: Context, sweep_file: Path, site: str | None, interval: float, 
         _stop_on_interrupt(c, executors, name, site, sweep_file)
         raise
     with c.sessions() as session:
-        sql = ("SELECT run_id, experiment, workload, site, devices, precision, params, status, failure_class, "
+        sql = ("SELECT run_id, experiment, workload, site, devices, precision, strategy, params, status, "
+               "failure_class, "
                "tflops, tokens_per_s, step_time_s, peak_mem_gb FROM results r WHERE sweep = :sweep "
                "AND attempt = (SELECT MAX(attempt) FROM results r2 WHERE r2.run_id = r.run_id)"
                + (" AND site = :site" if site else "") + " ORDER BY experiment, workload, devices, precision, run_id")
         rows = [list(r) for r in session.execute(text(sql), {"sweep": name, "site": site})]
     if not as_json:  # params as compact k=v for people (harness settings left out); JSON keeps all
         for row in rows:
-            row[6] = " ".join(f"{k}={v}" for k, v in json.loads(row[6] or "{}").items()
+            row[7] = " ".join(f"{k}={v}" for k, v in json.loads(row[7] or "{}").items()
                               if k not in ("warmup", "iters"))
     if not rows:  # every runnable run was dropped or handed back before it ran
         err_console.print(f"error: sweep {name}: nothing ran: {_why_nothing(c, name, site)}", markup=False,
                           soft_wrap=True)
         raise typer.Exit(1)
     print_rows(SUMMARY_COLUMNS, rows, "json" if as_json else "table", title=f"results of {name}")
-    if any(r[7] != AttemptState.COMPLETED for r in rows):  # status: the last attempt's
+    if any(r[8] != AttemptState.COMPLETED for r in rows):  # status: the last attempt's
         raise typer.Exit(1)
 
 
@@ -743,7 +751,9 @@ def sql(
     print_rows(columns, rows, fmt)
 
 
-EXPORTABLE = ("results", "throughput", "repeat_spread", "scaling", "cost", "provenance", "runs", "attempts")
+# Every view (orchestrator/results/db/views.py) and the two tables a person reads.
+EXPORTABLE = ("results", "throughput", "repeat_spread", "scaling", "cost", "provenance", "inference",
+              "prediction_error", "reference_check", "runs", "attempts")
 
 
 @app.command()
@@ -761,13 +771,17 @@ def export(
     if fmt not in ("csv", "json", "parquet"):
         raise UserError(f"--format: expected csv, json or parquet, got {fmt!r}")
     if view not in EXPORTABLE:
-        raise UserError(f"--view: expected one of {', '.join(EXPORTABLE)}, got {view!r}")
+        raise UserError(f"--view: expected one of {', '.join(EXPORTABLE)}, got {view!r}"
+                        f"{did_you_mean(view, EXPORTABLE)}")
     if fmt == "parquet" and output is None:
         raise UserError("--format parquet needs --output FILE")
     if output is not None and (output.is_dir() or str(output).endswith(("/", os.sep))):
         raise UserError(f"--output {output}: a folder; expected the file to write")
     c = ctx_obj(ctx)
-    query = f"SELECT * FROM {view}" + (" WHERE sweep = :sweep" if sweep else "")
+    # attempts has no sweep column: its runs' sweep decides.
+    by_sweep = " WHERE run_id IN (SELECT id FROM runs WHERE sweep = :sweep)" if view == "attempts" \
+        else " WHERE sweep = :sweep"
+    query = f"SELECT * FROM {view}" + (by_sweep if sweep else "")
     with c.sessions() as session:
         result = session.execute(text(query), {"sweep": sweep} if sweep else {})
         columns = list(result.keys())
@@ -855,8 +869,12 @@ def sites_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @sites_app.command("show")
 def sites_show(ctx: typer.Context, site: Annotated[str, typer.Argument(help="site or site:system")],
                as_json: JsonOpt = False) -> None:
-    """One site's profile, validated, with its systems' overrides applied when named, and the latest
-    probe of this version of it (`orch sites probe`; JSON: "probe", null when none)."""
+    """One site's profile, validated, and the latest probe of this version of it (`orch sites probe`;
+    JSON: "probe", null when none).
+
+    The profile is printed as its file is written, with the comments that cite each fact's source;
+    with [bold]site:system[/bold] (or [bold]--json[/bold]) the values as they apply, the system's
+    overrides merged in."""
     from orchestrator.sites.profiles import load_site
 
     profile = load_site(site, ctx_obj(ctx).sites_dirs)
@@ -864,11 +882,22 @@ def sites_show(ctx: typer.Context, site: Annotated[str, typer.Argument(help="sit
     probe, probe_line = _probe_status(ctx_obj(ctx), site)
     if as_json:
         print_json({**data, "probe": probe})
+        return
+    source = profile.source
+    if ":" not in site and source is not None:  # the file as written: its sources are its comments
+        from orchestrator.yamlsource import read_source
+
+        console.print(printable(f"# {source.path}"), markup=False, highlight=False, soft_wrap=True)
+        console.print(printable(read_source(source.path).rstrip("\n")), markup=False, highlight=False,
+                      soft_wrap=True)
     else:
         import yaml
 
-        console.print(yaml.safe_dump(data, sort_keys=False), markup=False, highlight=False)
-        console.print(probe_line, markup=False, highlight=False, soft_wrap=True)
+        where = f" (the file, with each value's source: {source.path})" if source is not None else ""
+        console.print(printable(f"# {site}: the values as they apply{where}"), markup=False, highlight=False,
+                      soft_wrap=True)
+        console.print(printable(yaml.safe_dump(data, sort_keys=False)), markup=False, highlight=False, soft_wrap=True)
+    console.print(probe_line, markup=False, highlight=False, soft_wrap=True)
 
 
 @sites_app.command("check")

@@ -6,6 +6,7 @@ import contextlib
 import csv
 import io
 import json
+import os
 import sys
 import time
 from datetime import date, datetime
@@ -20,9 +21,14 @@ from orchestrator.escape import one_line
 
 
 def _console(stderr: bool = False) -> Console:
-    # Piped output (logs, CI) would otherwise be folded to 80 columns; keep rows on one line.
+    # Piped output (logs, CI) would otherwise be folded to 80 columns; keep rows on one line,
+    # unless COLUMNS says how wide the reader's screen is (`COLUMNS=120 orch plan ... | less`).
     probe = Console(stderr=stderr)
-    return probe if probe.is_terminal else Console(stderr=stderr, width=max(probe.width, 200))
+    if probe.is_terminal:
+        return probe
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and 20 <= int(columns) <= 10_000 else max(probe.width, 200)
+    return Console(stderr=stderr, width=width)
 
 
 console = _console()

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.plan.resolve import charged_devices
+
 if TYPE_CHECKING:
     from orchestrator.plan.record import PlannedRun
 
@@ -48,10 +50,7 @@ def campaign_cost(plans: list["PlannedRun"]) -> CampaignCost:
         if price is None:
             out.unpriced += 1
             continue
-        per_node = resolved.site.device.per_node
-        if resolved.site.device.is_accelerator and not resolved.spec.share:
-            rate = price.node_hour(per_node) * placement.nodes  # a benchmark run holds whole nodes
-        else:  # CPU processes, or a run that shares its node: the devices it holds
-            rate = price.device_hour(per_node) * resolved.spec.devices
+        charged = charged_devices(resolved) or resolved.spec.devices
+        rate = price.device_hour(resolved.site.device.per_node) * charged
         out.cost[price.currency] = out.cost.get(price.currency, 0.0) + resolved.predicted_run_s / 3600 * rate
     return out

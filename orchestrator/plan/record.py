@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from orchestrator import __version__
-from orchestrator.errors import UserError
+from orchestrator.errors import SourceError, UserError
 from orchestrator.plan.expand import RunSpec, expand
 from orchestrator.plan.render import RunFiles, ScriptRenderer
-from orchestrator.plan.resolve import MemoryCache, Resolved, SiteResolver, shape_key
-from orchestrator.plan.sweep import LoadedSweep
+from orchestrator.plan.resolve import MemoryCache, Resolved, SiteResolver, charged_devices, shape_key
+from orchestrator.plan.sweep import LoadedSweep, site_line
 from orchestrator.sites.profiles import SiteProfile, load_site
 from orchestrator.states import RunState
 
@@ -84,6 +84,14 @@ def plan_sweep(loaded: LoadedSweep, runs_root: Path, env: Mapping[str, str] | No
         return resolver
 
     specs = list(expand(loaded.sweep))
+    for target in dict.fromkeys(f"{s.site}:{s.system}" if s.system else s.site for s in specs):
+        try:  # each site once, up front: an unknown one is named where the sweep names it
+            resolver_for(next(s for s in specs if (f"{s.site}:{s.system}" if s.system else s.site) == target))
+        except SourceError:
+            raise  # the profile's own file:line
+        except UserError as exc:
+            line, field_ = site_line(loaded, target)
+            raise SourceError(loaded.path, line, field_, str(exc)) from None
     _trace_memory_ahead(specs, resolver_for)
     for spec in specs:
         resolved = resolver_for(spec).resolve(spec)
@@ -113,7 +121,10 @@ def _trace_memory_ahead(specs: list[RunSpec], resolver_for: Callable[[RunSpec], 
             if key in seen:
                 continue
             seen.add(key)
-        inputs = resolver_for(spec).traced_memory_inputs(spec)
+        resolver = resolver_for(spec)
+        if resolver.site_refusal() is not None:  # every run of the site is skipped: nothing to trace
+            continue
+        inputs = resolver.traced_memory_inputs(spec)
         if inputs is not None:
             wanted.append(inputs)
     if wanted:
@@ -190,7 +201,7 @@ def _run_row(plan: PlannedRun, sweep_id: int, spec_fields: dict[str, Any]) -> di
         device_type=site.device.type, device_model=site.device.model,
         peak_tflops=placement.peak_tflops if placement else None, scheduler=site.scheduler,
         script_hash=script_hash, script=plan.script, run_dir=plan.run_dir,
-        **_price_columns(site), orch_version=__version__,
+        **_price_columns(site), charged_devices=charged_devices(resolved), orch_version=__version__,
     )
 
 

@@ -187,7 +187,7 @@ def _pick_queue(site: SiteProfile, nodes: int, devices: int, walltime_s: int,
     longest = max(fitting, key=lambda q: q.max_walltime_s)
     manual = [q.label for q in site.queues if not q.auto and _over_limits(q, nodes, devices, walltime_s) is None]
     hint = f"; by name only: {', '.join(manual)}" if manual else ""
-    return None, (f"walltime {walltime_s}s exceeds the longest queue that fits {nodes} node(s) "
+    return None, (f"walltime {format_hms(walltime_s)} exceeds the longest queue that fits {nodes} node(s) "
                   f"({longest.label}: {format_hms(longest.max_walltime_s)}{hint})")
 
 
@@ -226,6 +226,19 @@ def _memory_need_gb(spec: RunSpec, workload: Workload) -> MemoryNeed:
         return float("inf"), _memory.FROM_FORMULA
     except ValueError:  # a value the model cannot read (e.g. allreduce sizes "`id`"): no prediction
         return None, None
+
+
+def charged_devices(resolved: Resolved) -> int | None:
+    """The devices a centre charges a run for (issue 27: one definition for the plan and the
+    ``cost`` view): a benchmark run on accelerators holds its nodes whole (nothing else may run
+    beside it), so every device of its nodes is charged; CPU processes, and a run that says
+    ``share: true``, are charged for the devices they hold. None for a run with no placement."""
+    placement = resolved.placement
+    if placement is None:
+        return None
+    if resolved.site.device.is_accelerator and not resolved.spec.share:
+        return placement.nodes * resolved.site.device.per_node
+    return resolved.spec.devices
 
 
 def host_memory_gb() -> float | None:
@@ -447,6 +460,28 @@ class SiteResolver:
             self._python_env = self.site.python_env.activation(self.env, self.site.profile_label)
         return self._python_env
 
+    def _account_and_qos(self) -> tuple[str | None, str | None]:
+        if self._account is None:
+            self._account = (self.site.account.account(self.env), self.site.account.qos(self.env))
+        return self._account
+
+    def site_refusal(self) -> str | None:
+        """Why no run of this site can be planned in this environment, whatever its values: a
+        missing account, Python environment or launcher path. Checked before any memory trace,
+        so a plan that lacks $ORCH_ACCOUNT says so at once, not after seconds of tracing."""
+        site = self.site
+        account, _ = self._account_and_qos()
+        if site.account.required and not account:
+            names = " or $".join(n for n in (site.account.env, site.account.fallback_env) if n)
+            return f"site {site.name} needs an account/project: set ${names}"
+        _, reason = self._python_activation()
+        if reason:  # like a missing account: the user's environment decides, the run waits for it
+            return f"site {site.name} needs its Python environment: {reason}"
+        if self._options_missing:  # a path under $HOME, a clone the user names
+            names = ", ".join(f"${name}" for name in self._options_missing)
+            return f"site {site.name} needs {names}: set it (read by {site.profile_label} launcher.options)"
+        return None
+
     def resolve(self, spec: RunSpec, metrics_path: str = "metrics.json", queue: str | None = None) -> Resolved:
         """Place ``spec`` on the site or say why it cannot run there (see :func:`resolve`)."""
         overrides = getattr(spec, "site_overrides", None)
@@ -478,6 +513,9 @@ class SiteResolver:
         if nodes > 1 and spec.devices % device.per_node:
             return skip(f"{spec.devices} devices do not fill whole nodes of {device.per_node}")
         devices_per_node = spec.devices if nodes == 1 else device.per_node
+        refused_here = self.site_refusal()
+        if refused_here:  # the user's environment decides, for every run of the site: before any trace
+            return skip(refused_here, memory=False)
         workload = registry.get(spec.workload)
         vendor = self._get_launcher()
         if isinstance(vendor, VendorRunner):
@@ -508,22 +546,12 @@ class SiteResolver:
                                           queue or getattr(spec, "queue", None))
         if chosen is None:
             return skip(reason or "no queue")
-        if self._account is None:
-            self._account = (site.account.account(self.env), site.account.qos(self.env))
-        account, env_qos = self._account
-        if site.account.required and not account:
-            names = " or $".join(n for n in (site.account.env, site.account.fallback_env) if n)
-            return skip(f"site {site.name} needs an account/project: set ${names}")
+        account, env_qos = self._account_and_qos()
         qos = chosen.qos or env_qos
         if site.account.qos_required and not qos:
             names = " or $".join(n for n in (site.account.qos_env, site.account.qos_fallback_env) if n)
             return skip(f"site {site.name} needs a QoS: set ${names}")
-        activation, reason = self._python_activation()
-        if reason:  # like a missing account: the user's environment decides, the run waits for it
-            return skip(f"site {site.name} needs its Python environment: {reason}")
-        if self._options_missing:  # a path under $HOME, a clone the user names
-            names = ", ".join(f"${name}" for name in self._options_missing)
-            return skip(f"site {site.name} needs {names}: set it (read by {site.profile_label} launcher.options)")
+        activation, _ = self._python_activation()
         launcher = self._get_launcher()
         if isinstance(launcher, str):
             return skip(launcher)

@@ -16,10 +16,11 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from orchestrator.errors import did_you_mean
 from orchestrator.sites.profiles import ENV_NAME, PYTHON_ENV_KINDS
 from orchestrator.states import FailureClass
 from orchestrator.timefmt import parse_walltime
-from orchestrator.yamlsource import Loc, YamlDocument, data_loc, load_yaml, read_source
+from orchestrator.yamlsource import Loc, YamlDocument, data_loc, format_loc, load_yaml, read_source
 from workloads import registry
 from workloads.registry import PRECISIONS, Workload
 
@@ -336,7 +337,8 @@ def _check_axis_name(doc: YamlDocument, loc: Loc, axis: str, workload: Workload)
         return
     if workload.param(axis) is None:
         known = sorted(set(ALL_FIRST_CLASS) | {p.name for p in workload.params})
-        raise doc.error(loc, f"unknown field for workload {workload.name} (expected one of: {', '.join(known)})")
+        raise doc.error(loc, f"unknown field for workload {workload.name}{did_you_mean(axis, known)} "
+                             f"(expected one of: {', '.join(known)})")
 
 
 def _values(value: Any) -> list[Any]:
@@ -474,3 +476,18 @@ def parse_sweep(path: Path | str, text: str | None = None, variant: str | None =
                                                 f"this experiment), over the limit of {max_runs:,} "
                                                 "(--max-runs raises it)")
     return LoadedSweep(sweep=sweep, path=str(path), text=text)
+
+
+def site_line(loaded: LoadedSweep, target: str) -> tuple[int | None, str | None]:
+    """Where the sweep first names ``target`` (``site`` or ``site:system``): its line and field,
+    for an error about the site itself (unknown, unreadable) that a profile cannot locate."""
+    doc = load_yaml(loaded.path, loaded.text)
+    experiments = doc.data.get("experiments") if isinstance(doc.data, dict) else None
+    for index, exp in enumerate(experiments if isinstance(experiments, list) else []):
+        sites = exp.get("sites") if isinstance(exp, dict) else None
+        for position, value in enumerate(sites if isinstance(sites, list) else [sites]):
+            if isinstance(value, str) and (value == target or value.split(":")[0] == target.split(":")[0]):
+                loc: Loc = ("experiments", index, "sites", position) if isinstance(sites, list) else \
+                    ("experiments", index, "sites")
+                return doc.line_of(loc), format_loc(loc)
+    return None, None

@@ -154,6 +154,11 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
             attempt.state = AttemptState.FAILED
             attempt.failure_class = (info.failure or FailureClass.FAILED).value
             attempt.reason = info.reason
+            if attempt.failure_class == FailureClass.FAILED:
+                # A workload that knows why it failed says so in a file (a serving run's server).
+                named = _workload_failure(Path(run.run_dir or ""))
+                if named is not None:
+                    attempt.failure_class, attempt.reason = named
         report.ended += 1
         if attempt.state == AttemptState.FAILED:
             failure = attempt.failure_class or FailureClass.FAILED
@@ -161,6 +166,28 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
             run.status = run.status_after_failure(attempt.number, attempt.failure_class)
             report.retried += run.status == RunState.RETRY
     record_results(session, [attempt.id for attempt, _ in ended])
+
+
+WORKLOAD_FAILURES = frozenset({FailureClass.SERVER_UNHEALTHY, FailureClass.SERVER_DIED, FailureClass.PORT_IN_USE})
+
+
+def _workload_failure(run_dir: Path) -> tuple[str, str] | None:
+    """(class, reason) from the run's ``serving_failure.json`` (workloads/llm_serving.py), or None.
+    Only the classes a workload may name are taken; a file that is not a small regular JSON
+    object is ignored (the attempt stays ``failed``)."""
+    import json
+
+    path = run_dir / "serving_failure.json"
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 20:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("failure_class") not in WORKLOAD_FAILURES:
+        return None
+    reason = str(data.get("reason") or "")[:500]
+    return str(data["failure_class"]), reason
 
 
 def poll_once(sessions: sessionmaker[Session], executors: Executors) -> PollReport:

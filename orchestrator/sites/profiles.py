@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_core import PydanticCustomError
 
 from orchestrator import paths
-from orchestrator.errors import SourceError, UserError
+from orchestrator.errors import SourceError, UserError, did_you_mean
 from orchestrator.sites.launcher_options import LAUNCHER_OPTIONS
 from orchestrator.sites.options import option_problem
 from orchestrator.sites.schedulers import SCHEDULERS
@@ -706,8 +706,9 @@ def find_site_file(name: str, sites_dirs: list[Path] | None = None) -> Path:
         candidate = directory / f"{name}.yaml"
         if candidate.is_file():
             return candidate
-    known = ", ".join(available_sites(sites_dirs)) or "none"
-    raise UserError(f"unknown site {name!r} (known: {known}; "
+    sites = available_sites(sites_dirs)
+    known = ", ".join(sites) or "none"
+    raise UserError(f"unknown site {name!r}{did_you_mean(name, sites)} (known: {known}; "
                     f"add one as <dir>/{name}.yaml with --sites-dir or ORCH_SITES_PATH)")
 
 

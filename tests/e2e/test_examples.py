@@ -25,7 +25,7 @@ from tests.conftest import REPO, run_orch
 EXAMPLES = REPO / "examples"
 STUDY_FILES = sorted(p.name for p in EXAMPLES.glob("[ABCD][0-9]-*.yaml"))
 EXPERIMENTS = ([f"A{i}" for i in range(1, 7)] + [f"B{i}" for i in range(1, 7)] + [f"C{i}" for i in range(1, 6)]
-               + [f"D{i}" for i in range(1, 4)])
+               + [f"D{i}" for i in range(1, 5)])
 # One torch thread per process: several runs share this machine's two cores.
 ENV = {"OMP_NUM_THREADS": "1"}
 PARALLEL = 3

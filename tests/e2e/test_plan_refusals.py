@@ -60,3 +60,16 @@ def test_a_local_run_sized_past_this_machines_memory_is_skipped_at_plan(tmp_path
         f" GB tensors by {big['mem_from']}), this machine has {host:.1f} GB")
     needed = float(big["reason"].split()[3])
     assert abs(needed - big["mem_gb"]) <= 0.01 * big["mem_gb"] and "of host memory (1 process(es) x" in big["reason"]
+
+
+def test_a_missing_account_is_said_before_any_memory_trace(tmp_path: Path) -> None:
+    # Issue 27: cheap checks (the account) ran after seconds of tracing the runs' memory.
+    sweep = write(tmp_path / "s.yaml", "name: acct\nexperiments:\n  - name: g\n    workload: gpt2\n"
+                                       "    sites: [polaris]\n    walltime: 600\n"
+                                       "    grid: {model: [tiny, gpt2], devices: [1, 4], batch_size: 1, seq_len: 64}\n")
+    env = {"ORCH_MEMORY_CACHE": str(tmp_path / "empty-cache")}  # every shape would need a trace
+    proc = run_orch("plan", str(sweep), "--dry-run", "--json", cwd=tmp_path, env=env, check=True)
+    runs = json.loads(proc.stdout)["runs"]
+    assert {r["status"] for r in runs} == {"skipped"} and len(runs) == 4
+    assert all(r["reason"].startswith("site polaris needs an account/project: set $") for r in runs)
+    assert "tracing" not in proc.stderr and not (tmp_path / "empty-cache").exists()

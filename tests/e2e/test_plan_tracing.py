@@ -21,7 +21,8 @@ experiments:
 
 
 def _plan(tmp_path: Path, sweep: Path, cache: str, workers: str) -> tuple[list[dict], str]:
-    env = {"ORCH_MEMORY_CACHE": str(tmp_path / cache), "ORCH_TRACE_WORKERS": workers}
+    # An account: polaris needs one, and a site without it is refused before any trace.
+    env = {"ORCH_MEMORY_CACHE": str(tmp_path / cache), "ORCH_TRACE_WORKERS": workers, "ORCH_ACCOUNT": "myproj"}
     proc = run_orch("plan", str(sweep), "--dry-run", "--json", cwd=tmp_path, env=env, check=True)
     return json.loads(proc.stdout)["runs"], proc.stderr
 
@@ -75,7 +76,7 @@ def test_a_prediction_says_when_it_is_the_formula(tmp_path: Path) -> None:
     assert by["pipeline"]["mem_from"] == "formula" and by["pipeline"]["mem_gb"]
     assert by["too-big"]["status"] == "skipped" and by["too-big"]["mem_from"] == "trace"
     assert "GB tensors by trace" in by["too-big"]["reason"] and "has 40 GB" in by["too-big"]["reason"]
-    env = {"ORCH_MEMORY_CACHE": str(tmp_path / "cache"), "ORCH_MEMORY_TRACE": "0"}
+    env = {"ORCH_MEMORY_CACHE": str(tmp_path / "cache"), "ORCH_MEMORY_TRACE": "0", "ORCH_ACCOUNT": "myproj"}
     off = json.loads(run_orch("plan", str(sweep), "--dry-run", "--json", cwd=tmp_path, env=env, check=True).stdout)
     assert {r["mem_from"] for r in off["runs"]} == {"formula"}
     assert "GB tensors by formula" in {r["experiment"]: r for r in off["runs"]}["too-big"]["reason"]

@@ -187,11 +187,12 @@ def test_gemm_only_sweep_gets_the_primitive_figures(built: Path) -> None:
     proc = run_orch("report", "--sweep", "report-scaling", "-o", "gemm.html", cwd=built, check=True)
     html = (built / "gemm.html").read_text()
     drawn = set(figure_sections(html))
-    assert {"throughput", "scaling", "primitives", "failures"} <= drawn, proc.stderr
+    assert {"summary", "throughput", "scaling", "primitives", "failures"} <= drawn, proc.stderr
+    assert list(figure_sections(html))[0] == "summary"  # the section management reads first
     # and, where their views have rows: cost (a priced site), predictions (plan-time predictions),
     # references (taken from this sweep by the fixture)
-    assert drawn <= {"throughput", "scaling", "primitives", "failures", "cost", "predictions", "references"}, \
-        proc.stderr
+    assert drawn <= {"summary", "throughput", "scaling", "primitives", "failures", "cost", "predictions",
+                     "references"}, proc.stderr
     runs = {r["run_id"] for r in sql(built, "SELECT run_id FROM results WHERE sweep = 'report-scaling'")}
     assert set(re.findall(r'<tr id="run-([0-9a-f]+)"', html)) == runs
 

@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                           "workloads.context", "workloads.lm", "workloads.modelbench", "workloads.primitives",
                           "workloads.sparsity", "workloads.trainers")),
     ("workload definitions", ("workloads.registry", "workloads.models", "workloads.layouts", "workloads.shapes",
-                              "workloads.flops", "workloads")),
+                              "workloads.flops", "workloads.serving.spec", "workloads")),
 )
 
 

@@ -59,7 +59,7 @@ def test_long_walltime_skips_small_queue() -> None:
     ({"precision": "bf16"}, "precision bf16 not supported by V100-SXM2-32GB"),
     ({"devices": 32}, "32 devices requested"),
     ({"devices": 6}, "do not fill whole nodes"),
-    ({"walltime_s": 48 * 3600}, "walltime 172800s exceeds"),
+    ({"walltime_s": 48 * 3600}, "walltime 48:00:00 exceeds"),
     ({"params": (("m", 100_000), ("n", 100_000), ("k", 100_000))}, "predicted to need 120.0 GB per device"),
 ])
 def test_runs_the_site_cannot_do_are_skipped_with_a_reason(overrides, reason) -> None:

@@ -37,6 +37,9 @@ CONFIGS: dict[str, list[str]] = {
     "candle_uno": ["--size", "tiny", "--batch-size", "4", *QUICK],
     "llm_inference": ["--model", "tiny", "--concurrency", "2", "--input-len", "8", "--output-len", "3",
                       "--peak-tflops", "1", "--peak-bandwidth-gbs", "10", *QUICK],
+    # A real server (workloads/serving/cpu_server.py) under a short Poisson load, with an SLO.
+    "llm_serving": ["--model", "tiny", "--arrival", "poisson", "--rate", "20", "--num-requests", "4",
+                    "--input-len", "8", "--output-len", "3", "--warmup", "1"],
 }
 
 

@@ -69,6 +69,9 @@ class Run(Base):
     cost_per_node_hour: Mapped[float | None] = mapped_column(Float)
     # The site's price when the run was planned (migration 0005), per device-hour.
     price_per_device_hour: Mapped[float | None] = mapped_column(Float)
+    # The devices a centre charges the run for (orchestrator/plan/cost.py charged_devices): its
+    # nodes' every device when it holds them whole, else its own. NULL for runs planned before 0011.
+    charged_devices: Mapped[int | None] = mapped_column(Integer)
     price_currency: Mapped[str | None] = mapped_column(String(10))
     price_source: Mapped[str | None] = mapped_column(Text)
     # params without how a global batch is split (grad_accum): strong scaling groups by it.

@@ -16,10 +16,12 @@ from orchestrator.paths import db_views_dir
 RESULTS_SQL = "results_0005.sql"
 DERIVED_SQL = "derived_0005.sql"
 # Dependants first: PostgreSQL refuses to drop a view that another one reads.
-VIEW_NAMES = ("prediction_error", "inference", "reference_check", "provenance", "cost", "scaling", "repeat_spread",
-              "throughput", "results")
+VIEW_NAMES = ("serving", "prediction_error", "inference", "reference_check", "provenance", "cost", "scaling",
+              "repeat_spread", "throughput", "results")
 INFERENCE_SQL = "inference_0006.sql"
 PREDICTION_ERROR_SQL = "prediction_error_0008.sql"
+COST_SQL = "cost_0011.sql"  # replaces derived_0005.sql's cost view
+SERVING_SQL = "serving_0012.sql"
 # params is JSON text: each dialect has its own lookup (as in migration 0006).
 _MODEL = {"sqlite": "json_extract(rr.params, '$.model')", "postgresql": "(rr.params::json ->> 'model')"}
 
@@ -28,9 +30,14 @@ def statements(dialect: str = "sqlite") -> list[str]:
     """The CREATE VIEW statements, ``results`` first."""
     views = db_views_dir()
     derived = (views / DERIVED_SQL).read_text().split("\n;;\n")
+    derived = [s for s in derived if s.strip() and "CREATE VIEW cost AS" not in s]
     inference = (views / INFERENCE_SQL).read_text().replace("{model}", _MODEL.get(dialect, "NULL"))
-    return [(views / RESULTS_SQL).read_text(), *[s for s in derived if s.strip()], inference,
-            (views / PREDICTION_ERROR_SQL).read_text()]
+    serving = (views / SERVING_SQL).read_text()
+    for name in ("model", "backend", "arrival"):  # as migration 0012 fills them in
+        lookup = _MODEL.get(dialect)
+        serving = serving.replace("{" + name + "}", lookup.replace("model", name) if lookup else "NULL")
+    return [(views / RESULTS_SQL).read_text(), *derived, (views / COST_SQL).read_text(), inference,
+            (views / PREDICTION_ERROR_SQL).read_text(), serving]
 
 
 def missing_views(connection: Connection) -> list[str]:
@@ -51,4 +58,5 @@ def recreate_views(connection: Connection) -> list[str]:
 
 def view_files() -> list[Path]:
     views = db_views_dir()
-    return [views / RESULTS_SQL, views / DERIVED_SQL, views / INFERENCE_SQL, views / PREDICTION_ERROR_SQL]
+    return [views / RESULTS_SQL, views / DERIVED_SQL, views / COST_SQL, views / INFERENCE_SQL,
+            views / PREDICTION_ERROR_SQL, views / SERVING_SQL]

@@ -69,7 +69,10 @@ def render(data: FigureData) -> "Figure":
     rows = (len(panels) + cols - 1) // cols
     labels = list(dict.fromkeys(s.label for p in panels for s in p.series))
     colours = _colours(labels)
-    legend_rows = (len(labels) + 2) // 3 + 1
+    columns, wrapped = _legend_layout(labels, 8.0 if cols == 1 else 10.0)
+    lines_per_row = [max(wrapped[name].count("\n") + 1 for name in labels[i:i + columns])
+                     for i in range(0, len(labels), columns)]
+    legend_rows = sum(lines_per_row) + 1
     with matplotlib.rc_context(RC):  # type: ignore[arg-type]  # its stubs type the keys as a Literal of every rcParam
         figure = Figure(figsize=(8.0 if cols == 1 else 10.0, 3.4 * rows + 0.18 * legend_rows), layout="constrained")
         axes = figure.subplots(rows, cols, squeeze=False).ravel()
@@ -84,9 +87,25 @@ def render(data: FigureData) -> "Figure":
                     handles.append(handle)
                     names.append(name)
         if handles:
-            figure.legend(handles, names, loc="outside lower center", ncols=min(3, len(names)), frameon=False)
+            figure.legend(handles, [wrapped.get(n, n) for n in names], loc="outside lower center",
+                          ncols=min(columns, len(names)), frameon=False)
         _lay_out(figure)
     return figure
+
+
+# Characters of legend text that fit a figure inch at the legend's font size (about 14 at 7 pt,
+# less each entry's marker and gap): a label is wrapped to its column's share of the width.
+LEGEND_CHARS_PER_INCH = 10
+
+
+def _legend_layout(labels: Sequence[str], width_in: float) -> tuple[int, dict[str, str]]:
+    """How many legend columns, and each label wrapped to fit its column: long labels (a system,
+    precision and configuration) were cut at both edges of the figure (issue 27)."""
+    longest = max((len(label) for label in labels), default=0)
+    budget = int(width_in * LEGEND_CHARS_PER_INCH)
+    columns = next((n for n in (3, 2) if longest <= budget // n), 1)
+    width = max(12, budget // columns)
+    return columns, {label: textwrap.fill(label, width, break_long_words=True) for label in labels}
 
 
 def _lay_out(figure: "Figure") -> None:

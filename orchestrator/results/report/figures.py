@@ -191,18 +191,110 @@ def throughput_by_system(src: Source) -> FigureData | Skip:
                              "max", "runs"], table_rows, ["mean", "min", "max", "repeats"]), notes)
 
 
+# ------------------------------------------------------------------ summary
+
+def summary(src: Source) -> FigureData | Skip:
+    """What management asks for first: per workload, the best figure of each system and precision,
+    and its performance per price, with how much to trust it (repeats, spread)."""
+    key, title = "summary", "Summary: the best figure per system and precision"
+    why = src.missing("repeat_spread", SPREAD_KEYS + ["repeats", "mean", "min", "max"])
+    if why:
+        return Skip(key, title, why)
+    rows = src.query(f"SELECT * FROM repeat_spread WHERE mean IS NOT NULL{src.where_sweep()}")
+    if not rows:
+        return Skip(key, title, "no completed results with a throughput")
+    runs = first_runs(src, SPREAD_KEYS)
+    prices: dict[str, dict[str, Any]] = {}
+    if not src.missing("cost", ["run_id", "throughput_per_price", "tflops_per_device_per_price", "price_currency"]):
+        for row in src.query("SELECT run_id, throughput_per_price, tflops_per_device_per_price, price_currency "
+                             f"FROM cost WHERE price_per_device_hour IS NOT NULL{src.where_sweep()}"):
+            prices[row["run_id"]] = row
+    best: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for row in rows:
+        group = (row["workload"], row["throughput_metric"] or "", system_label(row), row["precision"])
+        if group not in best or row["mean"] > best[group]["mean"]:
+            best[group] = row
+    notes: list[str] = []
+    panels: list[Panel] = []
+    table_rows: list[dict[str, Any]] = []
+    by_workload: dict[tuple[str, str], list[tuple[str, str, dict[str, Any]]]] = defaultdict(list)
+    for (workload, metric, system, precision), row in sorted(best.items()):
+        by_workload[(workload, metric)].append((system, precision, row))
+    for workload, metric in capped(sorted(by_workload), MAX_PANELS, "workloads", notes):
+        series: dict[str, list[Point]] = defaultdict(list)
+        for system, precision, row in by_workload[(workload, metric)]:
+            run_id, count = runs.get(key_of(row, SPREAD_KEYS), (None, 0))
+            price = prices.get(run_id or "", {})
+            per_price = number(price.get("tflops_per_device_per_price")) or number(price.get("throughput_per_price"))
+            spread = ((row["max"] - row["min"]) / row["mean"]) if (row["repeats"] or 0) > 1 and row["mean"] else None
+            flags = "; ".join(f for f in (
+                "single repeat" if (row["repeats"] or 0) <= 1 else "",
+                f"spread {spread:.0%} of the mean" if spread is not None and spread > 0.10 else "") if f)
+            series[precision].append(Point(system, row["mean"], run_id))
+            table_rows.append({"run_id": run_id, "workload": workload, "system": system, "precision": precision,
+                               "configuration": config_label(row), "metric": metric, "best_mean": row["mean"],
+                               "repeats": row["repeats"], "per_price": per_price,
+                               "per_price_unit": ("TFLOP/s per device per " if number(
+                                   price.get("tflops_per_device_per_price")) else "work per ")
+                               + f"{price.get('price_currency') or ''}/hour" if per_price is not None else None,
+                               "flags": flags})
+        systems = sorted({p.x for pts in series.values() for p in pts}, key=str)
+        panels.append(Panel(workload, "system", unit(metric), "bars",
+                            [Series(p, series[p]) for p in sorted(series)], categories=[str(x) for x in systems]))
+    caption = ("Per workload, the best mean throughput (view repeat_spread: mean over repeats) each system reached "
+               "in each precision, and its performance per price (view cost: TFLOP/s per device per price per "
+               "device-hour, or throughput per price). Flags: a figure from a single repeat, or repeats spread by "
+               "more than 10% of their mean. The figures below show every configuration.")
+    return FigureData(key, title, caption, panels,
+                      table(["workload", "system", "precision", "configuration", "metric", "best_mean", "repeats",
+                             "per_price", "per_price_unit", "flags"], table_rows,
+                            ["best_mean", "per_price", "repeats", "flags"]), notes)
+
+
 # ------------------------------------------------------------------ scaling
 
+# Serving workloads: their scaling (tensor parallel across devices, latency against batch) is not
+# training's data-parallel weak scaling, so they never share a figure's axes with it (issue 27).
+INFERENCE_WORKLOADS = ("llm_inference", "llm_serving")
+# A point read with care: efficiency above this is superlinear (cache effects, a slow base run,
+# noise), and from one repeat nothing says which.
+SUPERLINEAR = 1.0
+
+
+def scaling_flags(row: dict[str, Any]) -> str:
+    """Why a scaling point should be read with care (empty: nothing to say)."""
+    flags = []
+    efficiency, repeats = number(row.get("efficiency")), row.get("repeats")
+    if efficiency is not None and efficiency > SUPERLINEAR:
+        flags.append(f"efficiency {efficiency:.2f} > 1 (superlinear)"
+                     + (" from a single repeat: re-run before reading it" if (repeats or 0) <= 1 else ""))
+    elif (repeats or 0) <= 1:
+        flags.append("single repeat")
+    return "; ".join(flags)
+
+
 def scaling(src: Source) -> FigureData | Skip:
-    key, title = "scaling", "Speedup and efficiency against devices (weak and strong scaling)"
+    return _scaling(src, inference=False)
+
+
+def scaling_inference(src: Source) -> FigureData | Skip:
+    return _scaling(src, inference=True)
+
+
+def _scaling(src: Source, inference: bool) -> FigureData | Skip:
+    key, title = (("scaling-inference", "Inference: throughput against devices (its own axes, not training's)")
+                  if inference else ("scaling", "Speedup and efficiency against devices (weak and strong scaling)"))
     why = src.missing("scaling", SCALING_KEYS + ["batch_size", "devices", "repeats", "throughput", "base_devices",
                                                  "speedup", "efficiency"])
     if why:
         return Skip(key, title, why)
     columns = src.columns("scaling")
-    rows = src.query(f"SELECT * FROM scaling WHERE 1=1{src.where_sweep()}")
+    names = ", ".join(f"'{w}'" for w in INFERENCE_WORKLOADS)
+    kind = f" AND workload {'IN' if inference else 'NOT IN'} ({names})"
+    rows = src.query(f"SELECT * FROM scaling WHERE 1=1{kind}{src.where_sweep()}")
     if not rows:
-        return Skip(key, title, "no configuration was run at two or more device counts")
+        return Skip(key, title, f"no {'inference' if inference else 'training or kernel'} configuration was run at "
+                                "two or more device counts")
     weak_runs = coarser(first_runs(src, SPREAD_KEYS), SPREAD_KEYS, SCALING_KEYS + ["batch_size", "devices"])
     strong_runs = (first_runs(src, SCALING_KEYS + ["global_batch", "devices"], where=" AND global_batch IS NOT NULL")
                    if "global_batch" in src.columns("throughput") else {})
@@ -235,11 +327,14 @@ def scaling(src: Source) -> FigureData | Skip:
             eff.append(Series(label, [Point(r["devices"], r["efficiency"], link[0]) for r, link in zip(points, links)]))
             for r, link in zip(points, links):
                 ideal.setdefault(r["base_devices"], set()).add(r["devices"])
+                flags = scaling_flags(r) if r["devices"] != r["base_devices"] else ""
+                if "superlinear" in flags:
+                    notes.append(f"{label} at {r['devices']} devices: {flags}")
                 table_rows.append({"run_id": link[0], "runs": link[1], "mode": mode, "configuration": label,
                                    "devices": r["devices"], "base_devices": r["base_devices"], "repeats": r["repeats"],
                                    "throughput": r["throughput"], "metric": r["throughput_metric"],
                                    "speedup": r["speedup"], "efficiency": r["efficiency"],
-                                   "epoch_efficiency": r.get("epoch_efficiency")})
+                                   "epoch_efficiency": r.get("epoch_efficiency"), "flags": flags})
         devices = sorted({d for ds in ideal.values() for d in ds})
         refs = [RefLine("ideal", xs=[d for d in devices if d >= base], ys=[d / base for d in devices if d >= base])
                 for base in sorted(ideal)]
@@ -250,11 +345,15 @@ def scaling(src: Source) -> FigureData | Skip:
                             [RefLine("ideal", y=1.0)], xlog=xlog))
     caption = ("View scaling: speedup = throughput / throughput at the smallest device count (base devices) of the "
                "same system and configuration, efficiency = speedup / (devices / base devices); repeats averaged "
-               "by the view. Weak: the same per-device batch at every count; strong: the same global batch.")
+               "by the view. Weak: the same per-device batch at every count; strong: the same global batch. "
+               "The table's flags name points from a single repeat and efficiencies above 1.")
+    if inference:
+        caption += (" Inference workloads only: their devices split one model (tensor parallel) or serve one "
+                    "batch, so their curves are never drawn on training's axes.")
     return FigureData(key, title, caption, panels,
                       table(["mode", "configuration", "devices", "base_devices", "repeats", "metric", "throughput",
-                             "speedup", "efficiency", "epoch_efficiency", "runs"], table_rows,
-                            ["mode", "devices", "base_devices", "throughput", "speedup", "efficiency"]), notes)
+                             "speedup", "efficiency", "epoch_efficiency", "flags", "runs"], table_rows,
+                            ["mode", "devices", "base_devices", "throughput", "speedup", "efficiency", "flags"]), notes)
 
 
 # ------------------------------------------------------------------ strategies
@@ -570,6 +669,68 @@ def inference(src: Source) -> FigureData | Skip:
                             table_rows, ["concurrency", "output_tokens_per_s", "tpot_s"]), notes)
 
 
+# ------------------------------------------------------------------ serving (issue 28)
+# Latency against throughput per load level, with the SLO lines: one point per `serving` view row
+# (one run at one offered rate or concurrency), joined in the order of the offered load; the runs'
+# SLO limits (slo_ttft_s, slo_tpot_s) dashed, so the load where a p99 crosses them is read off.
+
+SERVING_COLUMNS = ["run_id", "sweep", "experiment", "site", "system", "device_model", "devices", "precision", "model",
+           "backend", "request_rate", "concurrency", "requests_per_s", "output_tokens_per_s", "ttft_p99_s",
+           "tpot_p99_s", "ttft_count", "tpot_count", "goodput_requests_per_s", "slo_ttft_s", "slo_tpot_s"]
+
+
+def _serving_load(row: dict[str, Any]) -> float:
+    return number(row["request_rate"]) or number(row["concurrency"]) or 0.0
+
+
+def serving(src: Source) -> FigureData | Skip:
+    key, title = "serving", "Serving: latency against throughput, with the SLO"
+    why = src.missing("serving", SERVING_COLUMNS)
+    if why:
+        return Skip(key, title, why + " (serving curves need one)")
+    # The view pivots every metric value before it filters: ask it only when serving ran.
+    if not src.query(f"SELECT run_id FROM results WHERE workload = 'llm_serving'{src.where_sweep()} LIMIT 1"):
+        return Skip(key, title, "no serving results")
+    rows = [r for r in src.query(f"SELECT {', '.join(SERVING_COLUMNS)} FROM serving WHERE 1=1{src.where_sweep()}")
+            if number(r["requests_per_s"]) is not None and number(r["ttft_p99_s"]) is not None]
+    if not rows:
+        return Skip(key, title, "no serving results with requests/s and a TTFT p99")
+    notes: list[str] = []
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[key_of(row, ["sweep", "experiment", "model", "backend", "site", "system", "device_model",
+                            "devices", "precision"])].append(row)
+    keys = capped(sorted(groups, key=str), MAX_SERIES, "serving configurations", notes)
+    labels = varying_labels([groups[k][0] for k in keys], [
+        lambda r: str(r["model"] or ""), lambda r: str(r["backend"] or ""), system_label,
+        lambda r: f"{r['devices']}dev", lambda r: r["precision"], lambda r: r["sweep"], lambda r: r["experiment"]])
+    ttft, tpot, table_rows = [], [], []
+    for k, label in zip(keys, labels):
+        points = sorted(groups[k], key=_serving_load)
+        ttft.append(Series(label, [Point(r["requests_per_s"], r["ttft_p99_s"], r["run_id"]) for r in points]))
+        tpot.append(Series(label, [Point(r["output_tokens_per_s"], r["tpot_p99_s"], r["run_id"]) for r in points
+                                   if number(r["tpot_p99_s"]) is not None and number(r["output_tokens_per_s"])]))
+        table_rows += [{c: r[c] for c in ("run_id", "request_rate", "concurrency", "requests_per_s",
+                                          "output_tokens_per_s", "ttft_p99_s", "ttft_count", "tpot_p99_s",
+                                          "tpot_count", "goodput_requests_per_s")} | {"configuration": label}
+                       for r in points]
+    ttft_limits = sorted({v for r in rows if (v := number(r["slo_ttft_s"])) is not None})
+    tpot_limits = sorted({v for r in rows if (v := number(r["slo_tpot_s"])) is not None})
+    panels = [Panel("time to first token (p99) against throughput", "requests/s (achieved)",
+                    "TTFT p99 (s)", "lines", ttft, [RefLine(f"SLO TTFT {v:g} s", y=v) for v in ttft_limits])]
+    if any(s.points for s in tpot):
+        panels.append(Panel("time per output token (p99) against throughput", "output tokens/s",
+                            "TPOT p99 (s)", "lines", tpot, [RefLine(f"SLO TPOT {v:g} s", y=v) for v in tpot_limits]))
+    caption = ("View serving (issue 28): one point per run at its offered load (request rate or concurrency), "
+               "joined in that order; p99 time to first token against achieved requests/s and p99 time per output "
+               "token against output tokens/s (vllm bench serve's definitions); dashed: the runs' SLO limits. "
+               "The *_count columns are the samples behind each percentile.")
+    return FigureData(key, title, caption, panels,
+                      table(["configuration", "request_rate", "concurrency", "requests_per_s", "output_tokens_per_s",
+                             "ttft_p99_s", "ttft_count", "tpot_p99_s", "tpot_count", "goodput_requests_per_s"],
+                            table_rows, ["request_rate", "requests_per_s", "ttft_p99_s", "tpot_p99_s"]), notes)
+
+
 QUANTITIES = {"peak_gb": "peak memory (GB)", "step_time_s": "step time (s)", "epoch_time_s": "epoch time (s)"}
 
 
@@ -595,8 +756,18 @@ def predictions(src: Source) -> FigureData | Skip:
         error = next((c for c in (f"{quantity.rsplit('_', 1)[0]}_error", "memory_error" if "peak" in quantity
                                   else "", f"{quantity}_error") if c and c in columns), None)
         select = ", ".join(["run_id", "workload", "site", predicted, measured] + ([error] if error else []))
-        rows = sampled(src, select, f"prediction_error WHERE {predicted} > 0 AND {measured} > 0{src.where_sweep()}",
-                       notes)
+        like = ""
+        if "peak" in quantity and {"device_type", "peak_tensor_gb"} <= set(columns):
+            # Like for like (issue 27): the prediction is a peak of tensor memory; a CPU run that did
+            # not report its tensor peak measured its process (RSS), decades apart: not comparable.
+            like = " AND (device_type <> 'cpu' OR peak_tensor_gb IS NOT NULL)"
+            unlike = src.query(f"SELECT COUNT(*) AS n FROM prediction_error WHERE {predicted} > 0 AND {measured} > 0"
+                               f" AND device_type = 'cpu' AND peak_tensor_gb IS NULL{src.where_sweep()}")
+            if unlike and unlike[0]["n"]:
+                notes.append(f"{unlike[0]['n']} CPU result(s) left out of {quantity}: they measured the process's "
+                             "memory (RSS), not the tensor peak the prediction is of")
+        rows = sampled(src, select, f"prediction_error WHERE {predicted} > 0 AND {measured} > 0{like}"
+                                    f"{src.where_sweep()}", notes)
         if not rows:
             continue
         by_workload: dict[str, list[Point]] = defaultdict(list)
@@ -738,6 +909,7 @@ def failures(src: Source) -> FigureData | Skip:
 
 # In the page's order, each with the name of its anchor and files (a Skip says it too).
 BUILDERS: dict[str, Builder] = {
-    "throughput": throughput_by_system, "scaling": scaling, "strategies": strategies, "seq_len": sequence_length,
+    "summary": summary, "throughput": throughput_by_system, "scaling": scaling,
+    "scaling-inference": scaling_inference, "strategies": strategies, "seq_len": sequence_length,
     "grad_accum": grad_accumulation, "primitives": primitives, "collectives": collectives, "inference": inference,
-    "predictions": predictions, "references": references, "cost": cost, "failures": failures}
+    "serving": serving, "predictions": predictions, "references": references, "cost": cost, "failures": failures}

@@ -44,12 +44,13 @@ def provenance(src: Source, run_ids: Iterable[str]) -> dict[str, dict[str, Any]]
         chunk = ids[start:start + _CHUNK]
         if has_view:
             rows = src.query(
-                "SELECT p.*, ru.experiment, ru.workload, ru.site, ru.system, ru.devices, ru.precision"
+                "SELECT p.*, ru.experiment, ru.workload, ru.site, ru.system, ru.devices, ru.precision, ru.strategy"
                 f"{text_columns} FROM provenance p JOIN runs ru ON ru.id = p.run_id WHERE p.run_id IN :ids", ids=chunk)
         else:
             rows = src.query(
                 "SELECT ru.id AS run_id, ru.sweep, ru.experiment, ru.workload, ru.site, ru.system, ru.devices, "
-                f"ru.precision, ru.script_hash, ru.run_dir{text_columns} FROM runs ru WHERE ru.id IN :ids", ids=chunk)
+                f"ru.precision, ru.strategy, ru.script_hash, ru.run_dir{text_columns} FROM runs ru WHERE ru.id IN :ids",
+                ids=chunk)
         for row in rows:
             row.setdefault("attempt", 0)
             current = found.get(row["run_id"])
@@ -75,8 +76,9 @@ def tooltip(p: dict[str, Any]) -> str:
     where = p.get("site") or ""
     if p.get("system"):
         where += f":{p['system']}"
+    strategy = f" {p['strategy']}" if p.get("strategy") else ""
     return (f"run {p['run_id']}: {p.get('sweep')} / {p.get('experiment')}, {p.get('workload')} "
-            f"{p.get('precision')} {p.get('devices')}dev on {where} (click: provenance)")
+            f"{p.get('precision')}{strategy} {p.get('devices')}dev on {where} (click: provenance)")
 
 
 def _cell(value: Any) -> str:

@@ -1,0 +1,86 @@
+"""The report for management (issue 27): its first section is the summary (the best figure per
+system and precision, with performance per price), training and inference never share a figure,
+and a superlinear point from a single repeat is flagged. The workloads' python is a stand-in that
+writes chosen throughputs (from its run's spec.json), so the figures are known in advance."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from tests.conftest import run_orch, write
+from tests.e2e.test_report import figure_sections, table_rows
+
+# tokens/s by workload and devices: gpt2 scales superlinearly (3x on 2 devices), inference does not.
+THROUGHPUT = {"gpt2": {1: 100.0, 2: 300.0}, "llm_inference": {1: 50.0, 2: 80.0}}
+
+STAND_IN = """#!{python}
+import json, sys
+args = sys.argv[1:]
+spec = json.load(open("spec.json"))
+tokens = {throughput}[spec["workload"]][str(spec["devices"])]
+json.dump({{"schema": "orch.metrics/1", "workload": spec["workload"], "precision": "fp32",
+           "world_size": spec["devices"], "device": {{"type": "cpu", "model": "stand-in", "count": spec["devices"]}},
+           "metrics": {{"tokens_per_s": tokens}}, "timing": {{"warmup_steps": 1, "timed_steps": 1}}}},
+          open(args[args.index("--output") + 1], "w"))
+"""
+
+SITE = """\
+name: standin
+description: the local machine with a python that writes chosen throughputs (tests)
+scheduler: local
+python: {python}
+device: {{type: cpu, model: stand-in, per_node: 2, precisions: [fp32]}}
+price: {{per_device_hour: 1.0, currency: USD, basis: local-estimate, source: "tests", date: "2026-11"}}
+queues: [{{name: local, max_nodes: 1, max_walltime: "01:00:00"}}]
+launcher: {{name: torchrun}}
+"""
+
+SWEEP = """\
+name: mgmt
+experiments:
+  - name: train
+    workload: gpt2
+    sites: [standin]
+    walltime: 10
+    share: true
+    grid: {model: tiny, devices: [1, 2], batch_size: 2, seq_len: 32, strategy: ddp}
+  - name: serve
+    workload: llm_inference
+    sites: [standin]
+    walltime: 10
+    share: true
+    grid: {model: tiny, devices: [1, 2]}
+"""
+
+
+def test_summary_first_inference_apart_and_superlinear_single_repeats_flagged(workdir: Path) -> None:
+    table = json.dumps({w: {str(d): v for d, v in t.items()} for w, t in THROUGHPUT.items()})
+    fake = write(workdir / "stand-in", STAND_IN.format(python=sys.executable, throughput=table))
+    fake.chmod(0o755)
+    write(workdir / "sites" / "standin.yaml", SITE.format(python=fake))
+    env = {"ORCH_SITES_PATH": str(workdir / "sites"), "ORCH_LOCAL_CORES": "4", "ORCH_MEMORY_TRACE": "0"}
+    ran = run_orch("run", str(write(workdir / "mgmt.yaml", SWEEP)), "--interval", "0.5", "--json", cwd=workdir,
+                   env=env, check=True)
+    # The axis compared is never dropped: orch run's results name the strategy (issue 27).
+    assert {r["workload"]: r["strategy"] for r in json.loads(ran.stdout)}["gpt2"] == "ddp"
+    run_orch("report", "-o", "report.html", cwd=workdir, env=env, check=True)
+    html = (workdir / "report.html").read_text()
+    sections = figure_sections(html)
+    assert list(sections)[0] == "summary", list(sections)
+    best = sorted(float(r["best-mean"]) for r in table_rows(html, "summary"))
+    assert best == [80.0, 300.0]  # the best figure of each workload on the one system
+    assert re.search(r"per_price_unit", sections["summary"]) and "USD/hour" in sections["summary"]
+    # Training and inference: each in its own figure, never on one figure's axes.
+    train, serve = sections["scaling"], sections["scaling-inference"]
+    assert "gpt2" in train and "llm_inference" not in train
+    assert "llm_inference" in serve and "gpt2" not in serve
+    flagged = [r for r in table_rows(html, "scaling") if r.get("flags")]
+    assert len(flagged) == 1 and float(flagged[0]["efficiency"]) == 1.5
+    assert "superlinear" in flagged[0]["flags"] and "single repeat" in flagged[0]["flags"]
+    assert "efficiency 1.50 &gt; 1 (superlinear) from a single repeat" in train  # said in the figure's notes
+    assert re.search(r"<td>gpt2 fp32 ddp 2dev</td>", html)  # the provenance rows name it too
+    inference_rows = table_rows(html, "scaling-inference")
+    assert [float(r["efficiency"]) for r in inference_rows if r.get("devices") == "2"] == [0.8]
