@@ -44,7 +44,8 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_plan_skip_and_predict_give_one_number(workdir: Path, cache: Path) -> None:
-    env = {"ORCH_MEMORY_CACHE": str(cache)}
+    # An account: polaris needs one, and a site without it is refused before any memory is predicted.
+    env = {"ORCH_MEMORY_CACHE": str(cache), "ORCH_ACCOUNT": "myproj"}
     (workdir / "mpt.yaml").write_text(SWEEP)
     plan = json.loads(run_orch("plan", "mpt.yaml", "--dry-run", "--json", cwd=workdir, env=env, check=True).stdout)
     predicted = json.loads(run_orch("predict", "--model", "mpt-7b", "--devices", "8", "--site", "polaris",
