@@ -21,7 +21,15 @@ import typer
 
 from orchestrator import __version__, paths
 from orchestrator.cli.common import JsonOpt
-from orchestrator.cli.output import console, err_console, print_json, print_rows, print_table, trace_progress
+from orchestrator.cli.output import (
+    console,
+    err_console,
+    print_json,
+    print_rows,
+    print_table,
+    sig3,
+    trace_progress,
+)
 from orchestrator.errors import UserError, did_you_mean
 from orchestrator.escape import printable
 from orchestrator.states import AttemptState, RunState
@@ -132,10 +140,6 @@ def main_options(
 
 DEFAULT_MAX_RUNS = 50_000  # orchestrator.plan.sweep.DEFAULT_MAX_RUNS (not imported: start-up time)
 
-def _sig(value: float | None) -> float | None:
-    return None if value is None else float(f"{value:.3g}")
-
-
 def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]]:
     # mem_gb: predicted per-device peak of tensor memory (orchestrator/predict/memory_trace.py; without the
     # device's fixed cost, which the memory check adds).
@@ -155,9 +159,9 @@ def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]
             params["repeat"] = s.repeat
         rows.append([s.id, s.experiment, s.workload, s.site + (f":{s.system}" if s.system else ""), s.devices,
                      s.precision, " ".join(f"{k}={v}" for k, v in params.items()),
-                     None if p.resolved.predicted_peak_gb is None else float(f"{p.resolved.predicted_peak_gb:.3g}"),
+                     sig3(p.resolved.predicted_peak_gb),
                      p.resolved.memory_from,
-                     _sig(p.resolved.predicted_step_s), _sig(p.resolved.predicted_run_s),
+                     sig3(p.resolved.predicted_step_s), sig3(p.resolved.predicted_run_s),
                      placement.nodes if placement else None, placement.queue if placement else None,
                      placement.queue_tier if placement else None,
                      p.recorded or p.status, p.new, p.resolved.skip_reason or ""])

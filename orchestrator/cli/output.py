@@ -76,6 +76,11 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json_text(data) + "\n")
 
 
+def sig3(value: float | None) -> float | None:
+    """A prediction as the plan shows and stores it in JSON: 3 significant digits."""
+    return None if value is None else float(f"{value:.3g}")
+
+
 def fmt(value: Any) -> str:
     if value is None:
         return ""

@@ -17,7 +17,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.output import console, fmt
+from orchestrator.cli.output import console, fmt, sig3
 from orchestrator.escape import one_line
 
 if TYPE_CHECKING:
@@ -68,8 +68,8 @@ def print_plan_table(plans: list["PlannedRun"], title: str) -> None:
             "run_id": spec.id, "experiment": spec.experiment, "workload": spec.workload,
             "site": spec.site + (f":{spec.system}" if spec.system else ""), "dev": spec.devices,
             "precision": spec.precision, **{axis: values.get(axis) for axis in axes},
-            "mem_gb": None if resolved.predicted_peak_gb is None else float(f"{resolved.predicted_peak_gb:.3g}"),
-            "step_s": _sig(resolved.predicted_step_s), "run_s": _sig(resolved.predicted_run_s), "status": status}
+            "mem_gb": sig3(resolved.predicted_peak_gb),
+            "step_s": sig3(resolved.predicted_step_s), "run_s": sig3(resolved.predicted_run_s), "status": status}
         for name in cells:
             cells[name].append(one_line(fmt(row[name])))
     # What every run shares is said once, in the title, not in a column of repeats.
@@ -102,7 +102,3 @@ def print_plan_table(plans: list["PlannedRun"], title: str) -> None:
         count = sum(1 for p in plans if p.resolved.skip_reason == reason)
         console.print(Text(one_line(f"[{number}] {reason}") + (f" ({count} runs)" if count > 1 else "")),
                       soft_wrap=True)
-
-
-def _sig(value: float | None) -> float | None:
-    return None if value is None else float(f"{value:.3g}")
