@@ -623,26 +623,28 @@ def _worker_init() -> None:
     import orchestrator.cli.app  # noqa: F401  (imported once per worker: the point of in-process mode)
 
 
-def _run_inproc(case: Case) -> Outcome:
-    return run_case(case, "inproc")
+def _run_inproc(case: Case, timeout: float = TIMEOUT_S) -> Outcome:
+    return run_case(case, "inproc", timeout)
 
 
 # ---------------------------------------------------------------- the campaign
 
-def run_all(cases: list[Case], workers: int, progress: Callable[[int, int], None] | None = None) -> list[Outcome]:
-    """Each case in a pool of in-process workers; a case whose worker died (killed for memory) is a blowup."""
+def run_all(cases: list[Case], workers: int, progress: Callable[[int, int], None] | None = None,
+            timeout: float = TIMEOUT_S) -> list[Outcome]:
+    """Each case in a pool of in-process workers; a case whose worker died (killed for memory) is a blowup.
+    ``timeout``: seconds after which a case is a hang (a busy machine needs more than a quiet one)."""
     results: dict[int, Outcome] = {}
     # Spawned, not forked: a fork of a process that holds torch's threads (pytest's, after other
     # tests) can crash in the child, and the child's 2 GiB address-space limit would count the
     # parent's whole mapped torch; a spawned worker starts small and imports only orch.
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(workers, initializer=_worker_init, maxtasksperchild=200) as pool:
-        pending = {c.id: pool.apply_async(_run_inproc, (c,)) for c in cases}
+        pending = {c.id: pool.apply_async(_run_inproc, (c, timeout)) for c in cases}
         by_id = {c.id: c for c in cases}
-        deadline_per = TIMEOUT_S * 3 + 30
+        deadline_per = timeout * 3 + 30
         for n, (cid, fut) in enumerate(pending.items(), 1):
             try:
-                results[cid] = fut.get(timeout=deadline_per + TIMEOUT_S * workers)
+                results[cid] = fut.get(timeout=deadline_per + timeout * workers)
             except multiprocessing.TimeoutError:  # the worker hung past its alarm, or died
                 c = by_id[cid]
                 results[cid] = Outcome(cid, c.generator, c.kind, "blowup", "worker lost (killed or stuck)")

@@ -28,3 +28,38 @@ def did_you_mean(name: object, known: "Iterable[str]") -> str:
         return ""
     close = difflib.get_close_matches(name, list(known), n=2, cutoff=0.6)
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+class SourceErrors(SourceError):
+    """Several errors in one file, reported together (issue 27: only the first was): the first's
+    ``file``, ``line``, ``field`` and ``message``; ``str()`` a count, then each error on a line of
+    its own, as each alone would read, at most ``SHOWN`` of them."""
+
+    SHOWN = 20
+
+    def __init__(self, errors: "list[SourceError]") -> None:
+        first = errors[0]
+        super().__init__(first.file, first.line, first.field, first.message)
+        self.errors = list(errors)
+        files = list(dict.fromkeys(e.file for e in errors))
+        lines = [f"{len(errors)} problems in {', '.join(files)}:"]
+        lines += [f"  {e}" for e in errors[:self.SHOWN]]
+        if len(errors) > self.SHOWN:
+            lines.append(f"  ... and {len(errors) - self.SHOWN} more")
+        self.args = ("\n".join(lines),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def raise_all(errors: "list[SourceError]") -> None:
+    """Raise nothing, the one error, or every error in one :class:`SourceErrors` (in file and line
+    order, each (file, line, message) once)."""
+    flat = [inner for e in errors for inner in (e.errors if isinstance(e, SourceErrors) else [e])]
+    unique = list({(e.file, e.line, str(e)): e for e in flat}.values())
+    if not unique:
+        return
+    if len(unique) == 1:
+        raise unique[0]
+    unique.sort(key=lambda e: (e.file, e.line or 0))
+    raise SourceErrors(unique)

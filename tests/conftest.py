@@ -1,15 +1,90 @@
-"""Shared fixtures: an isolated orch working directory and a way to run the real CLI."""
+"""Shared fixtures: an isolated orch working directory and a way to run the real CLI, and the
+rules that let the suite run on several pytest-xdist workers at once (``scripts/test.sh``).
+
+Parallel runs keep two promises:
+
+- a test marked ``measures`` (it asserts on a time or a rate it measured) runs alone: every
+  other test holds the machine shared while it runs, a measuring test holds it exclusively
+  (``MachineShare``), so no two timed things ever share the cores;
+- tests that share one stateful service or one expensive set-up run on one worker, one after
+  another (``test_group``: the sandbox Slurm cluster, which some tests reconfigure as a site
+  twin; a module-scoped fixture).
+"""
 
 from __future__ import annotations
 
+import fcntl
+import functools
+import json
 import os
+import re
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+class MachineShare:
+    """A readers-writer lock between the suite's worker processes (flock on two files).
+
+    Ordinary tests take it shared; a ``measures`` test takes it exclusively. The turnstile makes it
+    fair: a measuring test that waits holds the turnstile, so no new test starts until it has run.
+    """
+
+    def __init__(self, root: Path) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self._turnstile = open(root / "turnstile", "a")  # noqa: SIM115 (held for the session)
+        self._room = open(root / "room", "a")  # noqa: SIM115
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+        fcntl.flock(self._room, fcntl.LOCK_SH)
+        fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._room, fcntl.LOCK_UN)
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+        fcntl.flock(self._room, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._room, fcntl.LOCK_UN)
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+
+
+def _worker(config: pytest.Config) -> str | None:
+    """This process's xdist worker id (``gw0``...), or None when the suite runs in one process."""
+    return getattr(config, "workerinput", {}).get("workerid")
+
+
+@pytest.fixture(scope="session")
+def machine_share(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> MachineShare | None:
+    if _worker(request.config) is None:
+        return None
+    # Every worker's base temp lies in one directory of this run: the lock files live there.
+    return MachineShare(tmp_path_factory.getbasetemp().parent / "machine-share")
+
+
+@pytest.fixture(autouse=True)
+def _share_the_machine(request: pytest.FixtureRequest, machine_share: MachineShare | None) -> Iterator[None]:
+    """Hold the machine shared for an ordinary test, alone for a ``measures`` test."""
+    if machine_share is None:
+        yield
+        return
+    hold = machine_share.alone if request.node.get_closest_marker("measures") else machine_share.shared
+    with hold():
+        yield
 
 
 @pytest.fixture
@@ -57,3 +132,68 @@ def db_url(request: pytest.FixtureRequest, workdir: Path):
     from tests import pg
 
     yield from pg.fresh_database(request.getfixturevalue("pg_admin_url"))
+
+
+
+# Under pytest 9, pytest-xdist's own --dist loadgroup (xdist_group marks) no longer groups
+# anything (it renames items through an attribute pytest 9 dropped), so the suite routes tests
+# itself: the controller sees node ids only, and a test's group follows from its file.
+SHARED_SETUP = re.compile(r"""scope\s*=\s*["'](?:module|class|package)["']""")
+
+
+@functools.cache
+def _has_shared_setup(path: str) -> bool:
+    """Whether a test file defines a module- or class-scoped fixture (one set-up for its tests)."""
+    try:
+        return bool(SHARED_SETUP.search((REPO / path).read_text()))
+    except OSError:
+        return False
+
+
+def test_group(nodeid: str) -> str:
+    """The unit of work a test belongs to: tests of one group run on one worker, in order.
+
+    Every test under tests/slurm/ shares the one sandbox cluster (some reconfigure it as a site
+    twin or restart its controller); a file with a module-scoped set-up is one group, so it is paid
+    once; any other test is a group of its own."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/slurm/"):
+        return "tests/slurm"
+    return path if _has_shared_setup(path) else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup`` (scripts/test.sh): xdist's scope scheduler over ``test_group``; the
+    largest groups (the sandbox cluster's) start first."""
+    if config.getoption("dist", None) != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return test_group(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+class _FixtureTimes:
+    """With ORCH_TEST_FIXTURE_TIMES=FILE, one JSON line per fixture set-up (name, scope, seconds,
+    test): benchmarks/suite_times.py sums them, so the suite's set-up costs are known, not guessed.
+    A plugin, not a conftest hook: a conftest's hooks do not see session-scoped set-ups."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest) -> Iterator[None]:
+        began = time.perf_counter()
+        yield
+        line = json.dumps({"fixture": fixturedef.argname, "scope": fixturedef.scope,
+                           "seconds": round(time.perf_counter() - began, 3), "test": request.node.nodeid})
+        with open(self.path, "a") as out:  # one short append per line: whole lines even from several workers
+            out.write(line + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("ORCH_TEST_FIXTURE_TIMES"):
+        config.pluginmanager.register(_FixtureTimes(os.environ["ORCH_TEST_FIXTURE_TIMES"]), "orch-fixture-times")

@@ -5,6 +5,7 @@ Each test gets its own fresh database, dropped afterwards.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -17,7 +18,12 @@ from pathlib import Path
 import sqlalchemy as sa
 
 DEFAULT_URL = os.environ.get("ORCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-OWN_PORT = 55432
+
+
+def _own_port() -> int:
+    """The port of a server this process starts: one per pytest-xdist worker (gw0 -> 55432, gw1 -> 55433...)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return 55432 + int(worker[2:] or 0)
 
 
 def _answers(url: str) -> bool:
@@ -34,9 +40,13 @@ def _answers(url: str) -> bool:
 def _pg_bin() -> Path:
     roots = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
     if not roots:
-        subprocess.run(["apt-get", "update", "-qq"], check=False)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "postgresql"], check=True,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        # Parallel workers install once: the first holds the lock, the others then find the binaries.
+        with open(Path(tempfile.gettempdir()) / "orch-tests-apt.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not sorted(Path("/usr/lib/postgresql").glob("*/bin")):
+                subprocess.run(["apt-get", "update", "-qq"], check=False)
+                subprocess.run(["apt-get", "install", "-y", "-qq", "postgresql"], check=True,
+                               env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
         roots = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
     if not roots:
         raise RuntimeError("PostgreSQL binaries not found under /usr/lib/postgresql after installing")
@@ -46,15 +56,16 @@ def _pg_bin() -> Path:
 def _start_own_server() -> tuple[str, Path]:
     """initdb + pg_ctl start in a temporary directory, as the postgres user (root may not run it)."""
     bindir = _pg_bin()
+    port = _own_port()
     datadir = Path(tempfile.mkdtemp(prefix="orch-pg-"))
     shutil.chown(datadir, "postgres", "postgres")
     as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     subprocess.run(as_pg + [str(bindir / "initdb"), "-D", str(datadir / "data"), "-A", "trust", "-U", "postgres"],
                    check=True, capture_output=True)
     subprocess.run(as_pg + [str(bindir / "pg_ctl"), "-D", str(datadir / "data"), "-l", str(datadir / "log"),
-                            "-o", f"-p {OWN_PORT} -k {datadir} -c listen_addresses=127.0.0.1", "-w", "start"],
+                            "-o", f"-p {port} -k {datadir} -c listen_addresses=127.0.0.1", "-w", "start"],
                    check=True, capture_output=True)
-    url = f"postgresql://postgres@127.0.0.1:{OWN_PORT}/postgres"
+    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
     for _ in range(50):
         if _answers(url):
             return url, datadir

@@ -1,13 +1,19 @@
 """LLM serving: an OpenAI-compatible server on the allocation, driven by a load generator.
 
-The job starts the server (``--backend builtin|vllm|sglang``, or uses ``--endpoint URL`` with
+The job starts the server (``--backend builtin|vllm|sglang|tgi``, or uses ``--endpoint URL`` with
 ``--backend endpoint``), waits for ``/health`` to answer 200 (``--health-timeout-s``), sends
 ``--warmup`` untimed requests one by one, then ``--num-requests`` streamed requests by the
 arrival process (``--arrival poisson|constant`` at ``--rate`` per second, or ``concurrency``
 with ``--concurrency`` closed-loop clients), stops the server and writes the figures of
 workloads/serving/figures.py (TTFT, ITL, TPOT, end-to-end p50/p90/p99 with sample counts,
 output tokens/s, requests/s, goodput under ``--slo``). One grid value of ``rate`` or
-``concurrency`` is one run: a sweep over them is the latency-throughput curve.
+``concurrency`` is one run: a sweep over them is the latency-throughput curve. Prompt and output
+lengths are fixed or drawn per request (``--input-dist``/``--output-dist`` uniform or normal,
+seeded: workloads/serving/spec.py LengthDist); each request asks for its own output length.
+
+The server is one process for all the run's devices (tensor parallel ``--server-tp``, which a plan
+sets to the run's devices: workloads/registry.py ``devices_param``), started once by this one
+workload process, never one per rank.
 
 Every request's record (send time, each chunk's arrival, tokens, error) is appended to
 ``requests.jsonl`` beside ``--output`` as the request ends, so the figures can be recomputed
@@ -32,6 +38,7 @@ from workloads.harness import Refused, Session, run_workload
 from workloads.harness.metrics import write_atomic
 from workloads.serving import figures as serving_figures
 from workloads.serving import launch, loadgen
+from workloads.serving.spec import LengthDist, lengths_from
 
 FAILURE_FILE = "serving_failure.json"
 RECORDS_FILE = "requests.jsonl"
@@ -39,6 +46,14 @@ RECORDS_FILE = "requests.jsonl"
 
 def _run_dir(session: Session) -> Path:
     return Path(session.args.output).resolve().parent if session.args.output else Path.cwd()
+
+
+def _lengths(args: Any) -> tuple[LengthDist, LengthDist]:
+    """The input and output length distributions of the command line; Refused names a bad one."""
+    try:
+        return lengths_from(vars(args), "input"), lengths_from(vars(args), "output")
+    except ValueError as exc:
+        raise Refused(str(exc)) from exc
 
 
 def _check(args: Any) -> dict[str, float]:
@@ -52,8 +67,10 @@ def _check(args: Any) -> dict[str, float]:
         raise Refused(f"--arrival {args.arrival} needs a positive --rate (requests per second)")
     if args.arrival == "concurrency" and args.concurrency < 1:
         raise Refused("--arrival concurrency needs --concurrency of at least 1")
-    if min(args.num_requests, args.input_len, args.output_len) < 1:
-        raise Refused("--num-requests, --input-len and --output-len must be positive")
+    if args.num_requests < 1:
+        raise Refused("--num-requests must be positive")
+    if args.server_tp < 1:
+        raise Refused("--server-tp must be at least 1")
     try:
         return serving_figures.parse_slo(args.slo)
     except ValueError as exc:
@@ -71,8 +88,10 @@ def body(session: Session) -> None:
     from workloads.models.llama_configs import SIZES
 
     size = SIZES[args.model]
-    if args.input_len + args.output_len > size.max_seq:
-        raise Refused(f"{args.input_len} + {args.output_len} tokens exceed {args.model}'s {size.max_seq} positions")
+    input_dist, output_dist = _lengths(args)
+    if input_dist.high + output_dist.high > size.max_seq:
+        raise Refused(f"{input_dist.high} + {output_dist.high} tokens (the longest input and output) exceed "
+                      f"{args.model}'s {size.max_seq} positions")
     run_dir = _run_dir(session)
     run_dir.mkdir(parents=True, exist_ok=True)
     records_path = run_dir / RECORDS_FILE
@@ -89,11 +108,13 @@ def body(session: Session) -> None:
         model_dir = "" if args.backend == "builtin" else launch.write_model_dir(
             launch.llama_config(dataclasses.asdict(size), dtype))
         argv = launch.server_command(args.backend, host=host, port=port, model=args.model, model_dir=model_dir,
-                                     tp=args.server_tp, dtype=dtype, max_len=args.input_len + args.output_len,
-                                     seed=args.seed, extra=args.server_args)
-        session.log("starting the server: " + " ".join(argv))
+                                     tp=args.server_tp, dtype=dtype, max_len=input_dist.high + output_dist.high,
+                                     seed=args.seed, extra=args.server_args, device=session.device.type,
+                                     max_input=input_dist.high)
+        env = launch.server_env(args.backend, session.device.type, args.server_tp)
+        session.log("starting the server: " + " ".join([*(f"{k}={v}" for k, v in env.items()), *argv]))
         try:
-            server = launch.start(argv, host=host, port=port, log_path=run_dir / "server.log")
+            server = launch.start(argv, host=host, port=port, log_path=run_dir / "server.log", env=env)
         except launch.ServingFailure as exc:
             _fail(session, run_dir, exc, [], 0.0, slo)
         (run_dir / "server.pid").write_text(str(server.process.pid if server.process else ""))
@@ -107,11 +128,15 @@ def body(session: Session) -> None:
         session.log(f"server healthy after {ready_s:.1f} s at {server.base_url}")
         url = server.base_url + "/v1/completions"
         vocab = size.vocab_size
-        prompt_ids = loadgen.prompts(args.warmup + args.num_requests, args.input_len, vocab, args.seed)
+        # Seeded draws, one stream each: the timed requests' lengths and prompts do not depend on
+        # the warm-up count; the warm-up requests are of the mean lengths.
+        input_lens = input_dist.sample(args.num_requests, 20_000 + args.seed)
+        output_lens = output_dist.sample(args.num_requests, 30_000 + args.seed)
+        prompt_ids = loadgen.prompts(input_lens, vocab, args.seed)
         if args.warmup:
             warm = loadgen.run_load(url, model=args.model, arrival="concurrency", rate=0.0, concurrency=1,
-                                    prompt_ids=prompt_ids[:args.warmup], output_len=args.output_len,
-                                    timeout_s=args.request_timeout_s)
+                                    prompt_ids=loadgen.prompts([input_dist.mean] * args.warmup, vocab, args.seed + 1),
+                                    output_len=output_dist.mean, timeout_s=args.request_timeout_s)
             if warm.server_gone or not server.alive():
                 _fail(session, run_dir, launch.ServingFailure(
                     "server_died", f"the server went away during warm-up: {warm.server_gone or server.log_tail()}"),
@@ -124,8 +149,8 @@ def body(session: Session) -> None:
                 out.flush()
 
             result = loadgen.run_load(url, model=args.model, arrival=args.arrival, rate=args.rate,
-                                      concurrency=args.concurrency, prompt_ids=prompt_ids[args.warmup:],
-                                      output_len=args.output_len, seed=args.seed,
+                                      concurrency=args.concurrency, prompt_ids=prompt_ids,
+                                      output_len=output_lens, seed=args.seed,
                                       timeout_s=args.request_timeout_s, on_record=keep)
         records = [dataclasses.asdict(r) for r in result.records]
         if result.server_gone or not server.alive():
@@ -135,15 +160,18 @@ def body(session: Session) -> None:
     finally:
         server.stop()
     figures = serving_figures.compute(records, result.duration_s, slo)
-    figures.update({"server_ready_s": ready_s, "num_requests": args.num_requests, "input_len": args.input_len,
-                    "output_len": args.output_len, "request_rate": args.rate if args.arrival != "concurrency" else None,
+    figures.update({"server_ready_s": ready_s, "num_requests": args.num_requests, "input_len": input_dist.mean,
+                    "output_len": output_dist.mean,
+                    "request_rate": args.rate if args.arrival != "concurrency" else None,
                     "concurrency": args.concurrency if args.arrival == "concurrency" else None,
                     "timed_time_s": result.duration_s})
     if figures["requests_completed"] == 0:
         raise Refused(f"no request succeeded; first error: {records[0]['error'] if records else 'none sent'}")
     session.finish(figures, [], warmup_steps=args.warmup,
                    extra={"serving": {"backend": args.backend, "arrival": args.arrival, "slo": slo,
-                                      "base_url": server.base_url, "records": RECORDS_FILE}})
+                                      "base_url": server.base_url, "records": RECORDS_FILE, "server_tp": args.server_tp,
+                                      "lengths": {"input": dataclasses.asdict(input_dist),
+                                                  "output": dataclasses.asdict(output_dist)}}})
 
 
 def _fail(session: Session, run_dir: Path, exc: launch.ServingFailure, records: list[dict[str, Any]],

@@ -38,6 +38,12 @@ the timed steps' times, each the slowest rank's; n = timed steps):
   step-based figures above cover every step after the first --warmup, across epochs.
 - ``dp``, ``tp``, ``pp``, ``cp``, ``microbatches``: the layout (settings, stored for SQL). ``loss`` is
   rank 0's, that of the step's last micro-batch (with pipeline stages: on the last stage).
+- ``compile_s`` (``--compile`` only): the wall time of the first optimiser step, which traces and
+  compiles the model (``torch.compile``) and runs once, the slowest rank's, timed apart from every
+  other step from an idle device to an idle device; it is never a timed step (with ``--warmup 0`` it
+  is an extra untimed step; by epochs it is the first step of the first epoch, always left out).
+- ``series.loss`` (beside ``metrics``, ``workloads/harness/series.py``): the loss as ``loss`` above of
+  every k-th optimiser step, warm-up included, k chosen so at most 1,000 points are kept.
 """
 
 from __future__ import annotations
@@ -52,7 +58,8 @@ from workloads import flops, trainers
 from workloads.data.sources import Batch, Synthetic, Windows
 from workloads.harness import Refused, Session
 from workloads.harness.livebytes import LiveBytes
-from workloads.harness.timing import rate, rate_figures
+from workloads.harness.series import StepSeries
+from workloads.harness.timing import first_step_time, rate, rate_figures
 from workloads.layouts import Layout
 from workloads.models.configs import GPTConfig, num_params
 from workloads.strategies import Trainer
@@ -92,11 +99,15 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
                 f"batch {b} x seq {s} x {accum} micro-batch(es)")
 
     done = 0
+    compiles = bool(getattr(args, "compile", False))
+    compile_s: float | None = None
+    losses = StepSeries(_total_steps(args, source, b, s, dp, accum, compiles))
 
     def step(it: Iterator[Batch]) -> torch.Tensor:
         nonlocal done
         loss = trainer.step([next(it) for _ in range(accum)])
         done += 1
+        losses.offer(done, loss)  # held on the device, read after the timed steps
         if done == 2:  # the second step is the steady one (later steps repeat it): tracking ends,
             tracking.close()  # so with --warmup >= 2 no timed step pays for it
         return loss
@@ -105,7 +116,11 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
     steps_per_epoch: int | None = None
     if args.epochs <= 0:
         it = source.batches(b, s, dp_rank, dp)
-        for _ in range(args.warmup):
+        warmup = args.warmup
+        if compiles:  # the compiling step, timed apart and never a timed step
+            compile_s = session.max_all(first_step_time(session.device, lambda: step(it)))
+            warmup = max(warmup - 1, 0)
+        for _ in range(warmup):
             loss = step(it)
         clock = session.clock()
         clock.start()
@@ -113,7 +128,7 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
             loss = step(it)
             clock.lap()
         times = clock.times()
-        warmup = args.warmup
+        warmup = max(args.warmup, 1) if compiles else args.warmup
     else:
         if not isinstance(source, Windows):  # the harness refuses --epochs on synthetic data first
             raise Refused("--epochs needs a dataset (synthetic tokens have no epochs)")
@@ -134,8 +149,10 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
                 clock.lap()
             all_times += clock.times()  # waits for the device: the epoch has ended
             epoch_times.append(time.perf_counter() - began)
-        warmup = min(args.warmup, len(all_times) - 1)
+        warmup = min(max(args.warmup, 1) if compiles else args.warmup, len(all_times) - 1)
         times = all_times[warmup:]
+        if compiles and all_times:
+            compile_s = session.max_all(all_times[0])  # the first epoch's first step compiled
 
     tracking.close()
     steps = session.slowest_steps(times)
@@ -162,6 +179,8 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         "cp": layout.cp,
         "microbatches": accum,
     }
+    if compile_s is not None:
+        results["compile_s"] = compile_s
     if tracker is not None:
         results["peak_tensor_bytes"] = int(session.max_all(tracker.peak))
     if extra_metrics is not None:
@@ -175,4 +194,16 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         results["steps_per_epoch"] = steps_per_epoch
         results["epoch_tokens_per_s"] = tokens_per_step * steps_per_epoch / results["epoch_time_s"]
         timing_extra = {"epoch_times_s": epoch_times, "timed_epoch": chosen + 1}
-    session.finish(results, steps, warmup_steps=warmup, timing_extra=timing_extra, already_gathered=True)
+    series = {"loss": losses.read(trainer.final_loss)}  # collective where final_loss is
+    session.finish(results, steps, warmup_steps=warmup, timing_extra=timing_extra, already_gathered=True,
+                   extra={"series": series})
+
+
+def _total_steps(args: Any, source: Synthetic | Windows, b: int, s: int, dp: int, accum: int, compiles: bool) -> int:
+    """Optimiser steps the run will take (sizes the loss series' stride)."""
+    if args.epochs <= 0:
+        return (max(args.warmup, 1) if compiles else args.warmup) + args.iters
+    per_epoch = source.steps_per_epoch(b, s, dp) // accum if isinstance(source, Windows) else 0
+    if args.max_steps_per_epoch > 0:
+        per_epoch = min(per_epoch, args.max_steps_per_epoch)
+    return args.epochs * max(per_epoch, 1)

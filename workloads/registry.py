@@ -62,6 +62,11 @@ class Workload:
     # axes filled in), or None: ``orch plan`` skips such a run with the reason instead of
     # submitting a job that can only fail at start. Pure Python, like this module.
     refusal: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
+    # A program that drives every device of the run from one process (an inference server with
+    # tensor parallelism): the plan starts it once, on the allocation's first node with all its
+    # devices, never through the site's per-rank launcher, and passes the run's device count as
+    # this parameter (unless the sweep sets it). None: one process per device, as usual.
+    devices_param: str | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.axes) - set(AXES)
@@ -636,6 +641,19 @@ def _serving_refusal(p: dict[str, Any]) -> str | None:
             return f"arrival {arrival} needs a positive rate (requests per second)"
     except (TypeError, ValueError):
         return None
+    return _serving_lengths_refusal(p)
+
+
+def _serving_lengths_refusal(p: dict[str, Any]) -> str | None:
+    """Bad input/output length distributions, or lengths past the model's positions."""
+    try:
+        longest = sum(_serving.lengths_from(p, side).high for side in ("input", "output"))
+    except ValueError as exc:
+        return str(exc)
+    size = _llama.SIZES.get(str(p.get("model") or "tiny"))
+    if size is not None and longest > size.max_seq:
+        return (f"the longest request ({longest} tokens: input and output at their largest) exceeds "
+                f"{p.get('model') or 'tiny'}'s {size.max_seq} positions")
     return None
 
 
@@ -648,8 +666,8 @@ register(
         params=(
             Param("warmup", int, 2, "untimed requests sent one by one once the server is healthy"),
             Param("tag", str, "", "free-form label recorded with the results"),
-            Param("backend", str, "builtin", "builtin (orch's CPU/any-device server) | vllm | sglang | endpoint "
-                  "(a server already running at --endpoint)", _serving.BACKENDS),
+            Param("backend", str, "builtin", "builtin (orch's CPU/any-device server) | vllm (on hpu: Intel Gaudi's "
+                  "vLLM) | sglang | tgi | endpoint (a server already running at --endpoint)", _serving.BACKENDS),
             Param("endpoint", str, "", "base URL of a running server (backend endpoint), e.g. http://node:8000"),
             Param("model", str, "tiny", "Llama-style size served with random weights "
                   "(workloads/models/llama_configs.py)", tuple(_llama.SIZES)),
@@ -658,8 +676,18 @@ register(
             Param("rate", float, 1.0, "requests per second (poisson, constant)"),
             Param("concurrency", int, 1, "clients each sending its next request when its last ends (concurrency)"),
             Param("num_requests", int, 32, "timed requests"),
-            Param("input_len", int, 128, "prompt tokens per request"),
-            Param("output_len", int, 64, "generated tokens per request (ignore_eos)"),
+            Param("input_len", int, 128, "prompt tokens per request (the mean of input_dist normal)"),
+            Param("input_dist", str, "fixed", "prompt lengths: fixed (input_len) | uniform (input_min..input_max) | "
+                  "normal (mean input_len, input_stdev, clipped to input_min..input_max)", _serving.LENGTH_DISTS),
+            Param("input_min", int, 0, "shortest prompt (uniform; normal: default 1)"),
+            Param("input_max", int, 0, "longest prompt (uniform; normal: default 2 x input_len - input_min)"),
+            Param("input_stdev", float, 0.0, "standard deviation of the prompt lengths (normal)"),
+            Param("output_len", int, 64, "generated tokens per request (ignore_eos; the mean of output_dist normal)"),
+            Param("output_dist", str, "fixed", "output lengths: fixed | uniform | normal, as input_dist",
+                  _serving.LENGTH_DISTS),
+            Param("output_min", int, 0, "fewest generated tokens (uniform; normal: default 1)"),
+            Param("output_max", int, 0, "most generated tokens (uniform; normal: default 2 x output_len - output_min)"),
+            Param("output_stdev", float, 0.0, "standard deviation of the output lengths (normal)"),
             Param("slo", str, "mlperf-llama2-70b-server", "SLO for goodput: none | " + " | ".join(_serving.SLO_PRESETS)
                   + " | ttft=S,tpot=S"),
             Param("host", str, "127.0.0.1", "address the started server listens on"),
@@ -667,17 +695,22 @@ register(
             Param("health_timeout_s", float, 600.0, "seconds /health may take to answer 200 (failure: "
                   "server_unhealthy)"),
             Param("request_timeout_s", float, 600.0, "seconds one request may wait for its next bytes"),
-            Param("server_tp", int, 1, "tensor-parallel size of the server (vllm, sglang)"),
+            Param("server_tp", int, 1, "tensor-parallel size of the server (vllm, sglang, tgi --num-shard); "
+                  "a plan passes the run's devices"),
             Param("server_args", str, "", "extra arguments appended to the server's command line"),
             Param("seed", int, 0, "seed of the weights, prompts and Poisson arrivals"),
         ),
         precisions=("fp32", "fp16", "bf16"),
         refusal=_serving_refusal,
+        devices_param="server_tp",
         epilog=(
             "TTFT = send to first streamed chunk; ITL = gaps between chunks (pooled); TPOT per request =\n"
             "(e2e - TTFT) / (output tokens - 1); p50/p90/p99 with *_count samples. Rates over the duration\n"
             "(first send to last end). goodput_requests_per_s: requests within every SLO per second; slo_met:\n"
             "p99 TTFT and p99 TPOT within the SLO (MLPerf's test). Records: requests.jsonl beside --output.\n"
+            "Lengths per request (seeded by --seed): input_dist/output_dist fixed, uniform (min..max) or normal\n"
+            "(mean *_len, *_stdev, clipped to min..max), as GuideLLM's prompt_tokens_stdev/min/max and vllm bench\n"
+            "serve's random range ratio; each request's lengths are in its record.\n"
             "Failure classes (serving_failure.json; exit 3/4/5): server_unhealthy, server_died, port_in_use.\n"
             "SLO presets: " + ", ".join(f"{k} (TTFT {v['ttft']:g} s, TPOT {v['tpot']:g} s)"
                                         for k, v in _serving.SLO_PRESETS.items()) + "\n"

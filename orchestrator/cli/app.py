@@ -168,6 +168,14 @@ def _plan_rows(plans: list["PlannedRun"]) -> tuple[list[str], list[list[object]]
     return columns, rows
 
 
+def _site_check(c: Context) -> Any:
+    """Looks a site of the sweep up on the search path (unknown: UserError), for parse_sweep to
+    report an unknown site with the sweep's other errors."""
+    from orchestrator.sites.profiles import load_site
+
+    return lambda target: load_site(target, c.sites_dirs)
+
+
 def _print_lints(plans: list["PlannedRun"], loaded: Any) -> list[dict[str, Any]]:
     """The plan's lints (orchestrator/plan/lints.py) on stderr, one line each; their JSON for --json."""
     from orchestrator.plan.lints import lint_plan
@@ -218,7 +226,7 @@ $ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses 
     from orchestrator.plan.sweep import parse_sweep
 
     c = ctx_obj(ctx)
-    loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
+    loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs, check_site=_site_check(c))
     with trace_progress():
         plans = plan_sweep(loaded, c.state_dir / "runs", sites_dirs=c.sites_dirs)
     recorded = None if dry_run else record_plan(c.sessions, loaded, plans)
@@ -516,18 +524,34 @@ def _print_listing(runs: list[dict[str, Any]]) -> None:
             console.print(printable(f"          log: {run['log']}"), markup=False, highlight=False, soft_wrap=True)
 
 
-def _no_database_here(c: Context) -> bool:
-    """Whether orch looks for its default SQLite file here and none exists: said in one line on
-    stderr, so a command run from the wrong folder neither creates an empty .orch/ nor reports
-    "total 0" as if the campaign had vanished."""
+def _missing_database(c: Context) -> str | None:
+    """The one-line hint when orch looks for its default SQLite file here and none exists (None
+    otherwise): a command run from the wrong folder neither creates an empty .orch/ nor reports
+    "total 0" as if the campaign had vanished. A database named on purpose (--db, $ORCH_DB_URL,
+    $ORCH_HOME) is opened, and created, as usual."""
     if os.environ.get(paths.HOME_ENV) or c.db_url != paths.default_db_url():
-        return False  # a database named on purpose: created as usual
+        return None
     database = c.state_dir / "orch.db"
     if database.exists():
-        return False
-    err_console.print(f"no orch database here ({database} does not exist): run orch in the folder you planned "
-                      "from, or point at the database with ORCH_HOME or --db", markup=False, soft_wrap=True)
-    return True
+        return None
+    return (f"no orch database here ({database} does not exist): run orch in the folder you planned "
+            "from, or point at the database with ORCH_HOME or --db")
+
+
+def _no_database_here(c: Context) -> bool:
+    """Whether :func:`_missing_database` has a hint: printed on stderr (`orch status` then reports nothing)."""
+    hint = _missing_database(c)
+    if hint is not None:
+        err_console.print(hint, markup=False, soft_wrap=True)
+    return hint is not None
+
+
+def _require_database(c: Context) -> None:
+    """A read command (sql, export, report) where no database is: the hint as its error (exit 2),
+    nothing created."""
+    hint = _missing_database(c)
+    if hint is not None:
+        raise UserError(hint)
 
 
 @app.command()
@@ -627,7 +651,7 @@ def _run_sweep(c: Context, sweep_file: Path, site: str | None, interval: float, 
     from orchestrator.run import interrupt
     from orchestrator.run.submit import submit_runs
 
-    loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs)
+    loaded = parse_sweep(sweep_file, variant=variant, max_runs=max_runs, check_site=_site_check(c))
     if site is not None:
         _check_sweep_names_site(loaded.sweep, site, sweep_file)
     with trace_progress():
@@ -673,9 +697,27 @@ def _run_sweep(c: Context, sweep_file: Path, site: str | None, interval: float, 
         err_console.print(f"error: sweep {name}: nothing ran: {_why_nothing(c, name, site)}", markup=False,
                           soft_wrap=True)
         raise typer.Exit(1)
-    print_rows(SUMMARY_COLUMNS, rows, "json" if as_json else "table", title=f"results of {name}")
+    columns = list(SUMMARY_COLUMNS)
+    notes = _percentile_notes(c, name, rows)
+    if notes:  # a p99 from a handful of iterations is said beside it (issue 27)
+        columns.append("note")
+        rows = [row + [notes.get(row[0])] for row in rows]
+    print_rows(columns, rows, "json" if as_json else "table", title=f"results of {name}")
     if any(r[8] != AttemptState.COMPLETED for r in rows):  # status: the last attempt's
         raise typer.Exit(1)
+
+
+def _percentile_notes(c: Context, sweep: str, rows: list[list[Any]]) -> dict[str, str]:
+    """The inference view's p99_note of each llm_inference run of ``rows`` that has one, by run id
+    (the view is read only when such a run is there: it pivots every metric value)."""
+    from sqlalchemy import text
+
+    if not any(row[2] == "llm_inference" for row in rows):
+        return {}
+    with c.sessions() as session:
+        found = session.execute(text("SELECT run_id, attempt, p99_note FROM inference WHERE sweep = :sweep "
+                                     "AND p99_note IS NOT NULL ORDER BY attempt"), {"sweep": sweep})
+        return {run_id: note for run_id, _, note in found}  # the last attempt's
 
 
 # ---------------------------------------------------------------- sql
@@ -729,6 +771,7 @@ def sql(
             raise UserError(f"{file}: not UTF-8 text ({exc.reason})") from None
     assert query is not None
     c = ctx_obj(ctx)
+    _require_database(c)
     engine = c.engine if write else open_engine(c.db_url, read_only=True)
     with session_factory(engine)() as session:
         try:
@@ -782,6 +825,7 @@ def export(
     if output is not None and (output.is_dir() or str(output).endswith(("/", os.sep))):
         raise UserError(f"--output {output}: a folder; expected the file to write")
     c = ctx_obj(ctx)
+    _require_database(c)
     # attempts has no sweep column: its runs' sweep decides.
     by_sweep = " WHERE run_id IN (SELECT id FROM runs WHERE sweep = :sweep)" if view == "attempts" \
         else " WHERE sweep = :sweep"
@@ -834,6 +878,7 @@ def report(
     from orchestrator.results.report import build_report
 
     c = ctx_obj(ctx)
+    _require_database(c)
     directory = output.endswith(("/", os.sep)) or Path(output).is_dir()
     done = build_report(c.engine, Path(output), directory, sweep or [], redact(c.db_url))
     err_console.print(f"wrote {done.page}: {len(done.drawn)} figure(s) ({', '.join(done.drawn) or 'none'}), "

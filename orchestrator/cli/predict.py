@@ -22,15 +22,17 @@ def predict(
     site: Annotated[str, typer.Option("--site", help="Site profile (site or site:system).")],
     model: Annotated[Optional[str], typer.Option(
         "--model", help="A gpt2 workload preset (workloads/models/configs.py): tiny, gpt2, gpt2-medium, gpt2-large, "
-        "gpt2-xl, gpt3-2.7b, mpt-7b, ...; or gpt3-175b, gpt3-1t (study E's shapes, Narayanan et al. SC21 "
-        "Table 1: the time model's alone, which the gpt2 workload cannot run).", show_default=False)] = None,
+        "gpt2-xl, gpt3-2.7b, mpt-7b, ...; or gpt3-175b, gpt3-1t, vit-base, vit-large, vit-huge, vit-22b (study E's "
+        "shapes, cited in orchestrator/predict/model_shapes.py: the time model's alone, which the gpt2 workload "
+        "cannot run).", show_default=False)] = None,
     layers: Annotated[Optional[int], _shape_opt("--layers", "transformer layers")] = None,
     hidden: Annotated[Optional[int], _shape_opt("--hidden", "hidden size, divisible by --heads")] = None,
     heads: Annotated[Optional[int], _shape_opt("--heads", "attention heads")] = None,
     vocab: Annotated[Optional[int], _shape_opt("--vocab", "vocabulary")] = None,
     seq_len: Annotated[Optional[int], typer.Option(
         "--seq-len", "--seq", help="Sequence length in tokens (default: 1024 for a gpt2 workload preset, "
-        "2048 for gpt3-175b/1t; required with a custom shape).", show_default=False)] = None,
+        "2048 for gpt3-175b/1t, the patches + 1 at 224x224 for a vit-*; required with a custom shape).",
+        show_default=False)] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="Default: bf16 where the device has "
                                                      "it, else its first precision.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per device: the global batch is "
@@ -47,6 +49,14 @@ def predict(
         "--breakdown", help="Table of each step's parts in seconds (compute, tensor/context/pipeline/data "
         "parallel collectives, bubble, optimizer, overhead); --json has them always.")] = False,
     top: Annotated[int, typer.Option("--top", help="Rows to print (0: all); --json prints all.")] = 25,
+    what_if_nodes: Annotated[Optional[int], typer.Option(
+        "--what-if-nodes", help="WHAT-IF: the site with this many nodes, past its profile's max_nodes (e.g. "
+        "16,384 GPUs = 2048 nodes of 8); labelled WHAT-IF in the header and in --json's what_if.",
+        show_default=False)] = None,
+    nvlink_domain: Annotated[Optional[int], typer.Option(
+        "--nvlink-domain", help="WHAT-IF: devices per NVLink/NVSwitch domain (e.g. 4, 8, 64) instead of the "
+        "profile's network.fast_domain; labelled WHAT-IF in the header and in --json's what_if.",
+        show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Best parallel layout for model M on N devices of site S: every layout ranked by predicted step time.
@@ -77,16 +87,22 @@ def predict(
     workload's formula), plus the device's fixed cost.
     Efficiency factors: per-device-type defaults, or those `orch calibrate` fitted. MFU uses
     6N + 12*L*h*s model FLOPs per token. Estimates to rank layouts, not promises.
+
+    What-ifs (study E): --what-if-nodes N predicts past the profile's node cap, --nvlink-domain D
+    with another NVLink domain size; either is labelled WHAT-IF (header, and --json's what_if,
+    null without them). examples/E1-scaling-whatif.sh sweeps both.
     """
     from orchestrator.predict.campaign import parse_tokens
     from orchestrator.predict.ranking import predict as run_predict
+    from orchestrator.predict.whatif import WhatIf
 
     c = orch_context(ctx)
     budget = None if tokens is None else parse_tokens(tokens)
     result = run_predict(model, devices, site, precision=precision, batch_size=batch_size, seq_len=seq_len,
                          micro_batch=micro_batch, shape={"layers": layers, "hidden": hidden, "heads": heads,
                                                          "vocab": vocab},
-                         tokens=budget, runnable_only=runnable, sites_dirs=c.sites_dirs, state_dir=c.state_dir)
+                         tokens=budget, runnable_only=runnable, sites_dirs=c.sites_dirs, state_dir=c.state_dir,
+                         what_if=WhatIf(nodes=what_if_nodes, nvlink_domain=nvlink_domain))
     if as_json:
         print_json(result.as_json())
         return

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from orchestrator import __version__
-from orchestrator.errors import SourceError, UserError
+from orchestrator.errors import SourceError, UserError, raise_all
 from orchestrator.plan.expand import RunSpec, expand
 from orchestrator.plan.render import RunFiles, ScriptRenderer
 from orchestrator.plan.resolve import MemoryCache, Resolved, SiteResolver, charged_devices, shape_key
 from orchestrator.plan.sweep import LoadedSweep, site_line
 from orchestrator.sites.profiles import SiteProfile, load_site
+from orchestrator.sites.vendors.base import recorded_strategy
 from orchestrator.states import RunState
 
 if TYPE_CHECKING:  # the database is imported by record_plan only: `orch plan --dry-run` needs none of it
@@ -84,14 +85,16 @@ def plan_sweep(loaded: LoadedSweep, runs_root: Path, env: Mapping[str, str] | No
         return resolver
 
     specs = list(expand(loaded.sweep))
+    errors: list[SourceError] = []
     for target in dict.fromkeys(f"{s.site}:{s.system}" if s.system else s.site for s in specs):
-        try:  # each site once, up front: an unknown one is named where the sweep names it
+        try:  # each site once, up front: every unknown one is named where the sweep names it
             resolver_for(next(s for s in specs if (f"{s.site}:{s.system}" if s.system else s.site) == target))
-        except SourceError:
-            raise  # the profile's own file:line
+        except SourceError as exc:
+            errors.append(exc)  # the profile's own file:line
         except UserError as exc:
             line, field_ = site_line(loaded, target)
-            raise SourceError(loaded.path, line, field_, str(exc)) from None
+            errors.append(SourceError(loaded.path, line, field_, str(exc)))
+    raise_all(errors)
     _trace_memory_ahead(specs, resolver_for)
     for spec in specs:
         resolved = resolver_for(spec).resolve(spec)
@@ -122,8 +125,8 @@ def _trace_memory_ahead(specs: list[RunSpec], resolver_for: Callable[[RunSpec], 
                 continue
             seen.add(key)
         resolver = resolver_for(spec)
-        if resolver.site_refusal() is not None:  # every run of the site is skipped: nothing to trace
-            continue
+        if resolver.site_refusal() is not None or resolver.queue_refusal(spec) is not None:
+            continue  # skipped on the environment or the queues' limits: nothing to trace
         inputs = resolver.traced_memory_inputs(spec)
         if inputs is not None:
             wanted.append(inputs)
@@ -192,7 +195,9 @@ def _run_row(plan: PlannedRun, sweep_id: int, spec_fields: dict[str, Any]) -> di
         nodes=placement.nodes if placement else None,
         tasks_per_node=placement.tasks_per_node if placement else None,
         queue=placement.queue if placement else None, precision=spec.precision,
-        strategy=spec.strategy, batch_size=spec.batch_size, seq_len=spec.seq_len, repeat=spec.repeat,
+        strategy=recorded_strategy(placement.launcher if placement else None, spec.workload, spec.devices,
+                                   spec.strategy),
+        batch_size=spec.batch_size, seq_len=spec.seq_len, repeat=spec.repeat,
         params=_COMPACT.encode(spec_fields["params"]),
         shape_params=_COMPACT.encode({k: v for k, v in spec_fields["params"].items() if k not in SPLIT_PARAMS}),
         spec=_COMPACT.encode(spec_fields),

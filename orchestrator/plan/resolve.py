@@ -116,6 +116,18 @@ def _workload_args(spec: RunSpec, workload: Workload, device_type: str, peak: fl
     return args
 
 
+def _with_devices_param(args: list[str], spec: RunSpec, workload: Workload) -> list[str]:
+    """``args`` with the run's device count as ``workload.devices_param`` (a one-process workload's
+    tensor-parallel size), before ``--output``; unchanged where the sweep sets that parameter."""
+    name = workload.devices_param
+    if name is None or any(key == name for key, _ in spec.params):
+        return args
+    param = workload.param(name)
+    flag = param.flag if param else "--" + name.replace("_", "-")
+    cut = len(args) - 2 if args[-2:-1] == ["--output"] else len(args)
+    return [*args[:cut], flag, str(spec.devices), *args[cut:]]
+
+
 def auto_walltime(run_s: float) -> int:
     """``walltime: auto``: the predicted run time x AUTO_MARGIN plus AUTO_STARTUP_S (Python and
     torch start-up, data, the first step's compile and allocation, which the step model leaves
@@ -263,12 +275,101 @@ def _over_host_memory(need_gb: float, source: str, processes: int) -> str | None
             f"{need_gb:.1f} GB tensors by {source}), this machine has {host:.1f} GB")
 
 
+def _on_host(site: SiteProfile) -> bool:
+    """A local site's CPU devices without a stated memory: its processes share this machine's."""
+    return site.device.memory_gb is None and site.device.type == "cpu" and site.scheduler == "local"
+
+
+def _memory_shown(need_gb: float, site: SiteProfile, processes: int) -> float | None:
+    """The figure :func:`_over_memory` compares with what there is (None: nothing to compare with):
+    the processes' tensors against the host's memory, or one device's tensors plus its fixed cost."""
+    if _on_host(site):
+        return need_gb * processes
+    if site.device.memory_gb is None:
+        return None
+    return need_gb + (site.device.fixed_memory_gb or 0.0)
+
+
+def _memory_room(site: SiteProfile) -> float | None:
+    """What :func:`_memory_shown` may reach: the host's memory, or the device's."""
+    return host_memory_gb() if _on_host(site) else site.device.memory_gb
+
+
+# Predictions a memory skip may ask for to say what would fit instead (each cached; a new traced
+# shape costs a second or so): batch 1 and an affine guess from it, checked; then a sharded strategy.
+FIT_EVALUATIONS = 5
+SHARDED = ("fsdp-full", "zero3")  # a workload's most sharded strategy: the first of these it has
+
+
+class _FitSearch:
+    """Candidate runs' predictions against what the site has, at most FIT_EVALUATIONS of them."""
+
+    def __init__(self, predict: Callable[[RunSpec], float | None], site: SiteProfile, processes: int) -> None:
+        self.predict, self.site, self.processes = predict, site, processes
+        self.left = FIT_EVALUATIONS
+
+    def shown(self, candidate: RunSpec) -> float | None:
+        """The candidate's figure (as the skip reason's) where it fits; None where it does not, has
+        no prediction, or the budget is spent."""
+        if self.left <= 0:
+            return None
+        self.left -= 1
+        gb = self.predict(candidate)
+        figure = None if gb is None else _memory_shown(gb, self.site, self.processes)  # per device off the host
+        room = _memory_room(self.site)
+        return figure if figure is not None and room is not None and figure <= room else None
+
+
+def _smaller_batch(spec: RunSpec, workload: Workload, need_gb: float, search: _FitSearch) -> str | None:
+    """The largest micro-batch (batch_size) that fits: batch 1, then the batch an affine fit of
+    batch 1 and the run's own predicts, checked, and bisected down while the budget lasts."""
+    batch = spec.batch_size or int(workload.axis_defaults.get("batch_size") or 1)
+    if "batch_size" not in workload.axes or batch <= 1:
+        return None
+    at_one = search.shown(replace(spec, batch_size=1))
+    if at_one is None:
+        return None
+    low, low_shown, high = 1, at_one, batch  # low fits, high does not
+    over = _memory_shown(need_gb, search.site, search.processes)
+    room = _memory_room(search.site)
+    slope = (over - at_one) / (batch - 1) if over is not None and math.isfinite(over) else 0.0
+    guess = 1 + int((room - at_one) / slope) if room is not None and slope > 0 else (low + high) // 2
+    while high - low > 1 and search.left > 0:
+        guess = min(max(guess, low + 1), high - 1)
+        figure = search.shown(replace(spec, batch_size=guess))
+        if figure is None:
+            high, guess = guess, (low + guess) // 2
+        else:
+            low, low_shown, guess = guess, figure, guess + 1  # a good guess: one above it settles it
+    settled = f", {high} does not" if high == low + 1 and high < batch else ""
+    return f"batch_size {low} fits ({low_shown:.1f} GB){settled}"
+
+
+def _sharded(spec: RunSpec, workload: Workload, search: _FitSearch) -> str | None:
+    """A sharded strategy that fits: on the run's devices, else on a whole node of them."""
+    sharded = next((name for name in SHARDED if name in workload.strategies), None)
+    if "strategy" not in workload.axes or sharded is None:
+        return None
+    per_node = search.site.device.per_node
+    candidates: list[tuple[RunSpec, str]] = []
+    if spec.strategy not in SHARDED and spec.devices > 1:
+        candidates.append((replace(spec, strategy=sharded), f"strategy {sharded} on {spec.devices} devices"))
+    if per_node > spec.devices and not _on_host(search.site):
+        strategy = spec.strategy if spec.strategy in SHARDED else sharded
+        candidates.append((replace(spec, strategy=strategy, devices=per_node),
+                           f"strategy {strategy} on {per_node} devices (a whole node)"))
+    for candidate, what in candidates:
+        figure = search.shown(candidate)
+        if figure is not None:
+            return f"{what} fits ({figure:.1f} GB per device)"
+    return None
+
+
 def _over_memory(need: MemoryNeed, site: SiteProfile, processes: int = 1) -> str | None:
     """Why the predicted tensors plus the device's fixed cost (site profile) do not fit, or None.
     CPU devices of a local site without a stated memory share this machine's memory."""
     need_gb, source = need
-    if (need_gb is not None and source is not None and site.device.memory_gb is None
-            and site.device.type == "cpu" and site.scheduler == "local"):
+    if need_gb is not None and source is not None and _on_host(site):
         return _over_host_memory(need_gb, source, processes)
     fixed = site.device.fixed_memory_gb or 0.0
     if need_gb is not None and site.device.memory_gb is not None and need_gb + fixed > site.device.memory_gb:
@@ -352,6 +453,7 @@ class SiteResolver:
         self._wrapper = ["bash", AFFINITY_WRAPPER] if site.launcher.gpu_affinity != "none" else []
         self._times: dict[tuple[Any, ...], tuple[float | None, float | None]] = {}
         self._machine: Machine | bool | None = None  # False: the site has none the model can use
+        self._fits: dict[tuple[Any, ...], str] = {}  # by shape: what would fit instead (memory skips)
 
     def _pick_queue(self, nodes: int, devices: int, walltime_s: int,
                     requested: str | None) -> tuple[Queue | None, str | None]:
@@ -373,6 +475,21 @@ class SiteResolver:
         if formula_for(spec.workload) is None:
             return None, None
         return _once(self._memory, key, lambda: _memory_need_gb(spec, workload))
+
+    def _what_fits(self, spec: RunSpec, workload: Workload, key: tuple[Any, ...] | None, need_gb: float,
+                   processes: int) -> str:
+        """What would fit instead of a run predicted not to (issue 27), from the same predictions:
+        the largest micro-batch, else a sharded strategy; "nothing smaller fits" where neither
+        does. Once per shape, from at most FIT_EVALUATIONS predictions."""
+        found = self._fits.get(key) if key is not None else None
+        if found is None:
+            search = _FitSearch(lambda candidate: self._memory_need(candidate, workload, shape_key(candidate))[0],
+                                self.site, processes)
+            found = (_smaller_batch(spec, workload, need_gb, search) or _sharded(spec, workload, search)
+                     or "nothing smaller fits (no smaller micro-batch nor a sharded strategy)")
+            if key is not None:
+                self._fits[key] = found
+        return found
 
     def traced_memory_inputs(self, spec: RunSpec) -> "_memory.Inputs | None":
         """What the run's traced memory prediction depends on, where resolving it here would ask for
@@ -467,7 +584,8 @@ class SiteResolver:
 
     def site_refusal(self) -> str | None:
         """Why no run of this site can be planned in this environment, whatever its values: a
-        missing account, Python environment or launcher path. Checked before any memory trace,
+        missing account, QoS (where no queue brings one), Python environment or launcher path: one
+        reason for every run of the site, so the plan says it once. Checked before any memory trace,
         so a plan that lacks $ORCH_ACCOUNT says so at once, not after seconds of tracing."""
         site = self.site
         account, _ = self._account_and_qos()
@@ -480,6 +598,35 @@ class SiteResolver:
         if self._options_missing:  # a path under $HOME, a clone the user names
             names = ", ".join(f"${name}" for name in self._options_missing)
             return f"site {site.name} needs {names}: set it (read by {site.profile_label} launcher.options)"
+        _, env_qos = self._account_and_qos()
+        if site.account.qos_required and not env_qos and not any(q.qos for q in site.queues):
+            return self._qos_missing()  # no queue brings its own: every run needs it, said once for the site
+        return None
+
+    def _qos_missing(self) -> str:
+        account = self.site.account
+        names = " or $".join(n for n in (account.qos_env, account.qos_fallback_env) if n)
+        return f"site {self.site.name} needs a QoS: set ${names}"
+
+    def queue_refusal(self, spec: RunSpec, queue: str | None = None) -> str | None:
+        """Why no queue of the site takes the run (its node count, devices or walltime past every
+        queue's limits), or no QoS comes with the one that does: known from the profile alone, so
+        said before any memory trace. A run with ``walltime: auto`` is checked here on its node
+        count only (its walltime needs the time model); None for a run refused for other reasons."""
+        per_node = self.site.device.per_node
+        nodes = math.ceil(spec.devices / per_node)
+        if spec.devices > per_node * self.site.max_nodes or (nodes > 1 and spec.devices % per_node):
+            return None  # refused on its device count, by resolve
+        requested = queue or getattr(spec, "queue", None)
+        auto = spec.walltime_s == AUTO_WALLTIME
+        if auto and requested:
+            return None  # a named queue's refusal names the walltime: after the time model
+        chosen, reason = self._pick_queue(nodes, spec.devices, 0 if auto else spec.walltime_s, requested)
+        if chosen is None:
+            return reason or "no queue"
+        _, env_qos = self._account_and_qos()
+        if not auto and self.site.account.qos_required and not (chosen.qos or env_qos):
+            return self._qos_missing()
         return None
 
     def resolve(self, spec: RunSpec, metrics_path: str = "metrics.json", queue: str | None = None) -> Resolved:
@@ -513,8 +660,8 @@ class SiteResolver:
         if nodes > 1 and spec.devices % device.per_node:
             return skip(f"{spec.devices} devices do not fill whole nodes of {device.per_node}")
         devices_per_node = spec.devices if nodes == 1 else device.per_node
-        refused_here = self.site_refusal()
-        if refused_here:  # the user's environment decides, for every run of the site: before any trace
+        refused_here = self.site_refusal() or self.queue_refusal(spec, queue)
+        if refused_here:  # the environment or the queues' limits decide: before any trace
             return skip(refused_here, memory=False)
         workload = registry.get(spec.workload)
         vendor = self._get_launcher()
@@ -528,6 +675,8 @@ class SiteResolver:
                 return skip(f"{spec.workload} refuses these values: {refused}", memory=False)
             predicted = self._memory_need(spec, workload, key)
             reason = _over_memory(predicted, site, devices_per_node) if spec.check_memory else None
+            if reason and predicted[0] is not None:
+                reason += "; " + self._what_fits(spec, workload, key, predicted[0], devices_per_node)
         if reason:
             return skip(reason)
         step_s, run_s = (None, None) if isinstance(vendor, VendorRunner) else self._time_need(spec, workload, key)
@@ -549,19 +698,29 @@ class SiteResolver:
         account, env_qos = self._account_and_qos()
         qos = chosen.qos or env_qos
         if site.account.qos_required and not qos:
-            names = " or $".join(n for n in (site.account.qos_env, site.account.qos_fallback_env) if n)
-            return skip(f"site {site.name} needs a QoS: set ${names}")
+            return skip(self._qos_missing())
         activation, _ = self._python_activation()
         launcher = self._get_launcher()
         if isinstance(launcher, str):
             return skip(launcher)
+        one_process = workload.devices_param is not None and not isinstance(launcher, VendorRunner)
+        if one_process:
+            if nodes > 1:
+                return skip(f"{spec.workload} drives all its devices from one process on one node; "
+                            f"{spec.devices} devices need {nodes} nodes of {device.per_node}", memory=False)
+            # Started once, on the allocation's node with all its devices: the site's per-rank
+            # launcher (srun, mpiexec, deepspeed) would start one copy per device, or pin it to one.
+            launcher = get_launcher("single")
         tasks_per_node = 1 if launcher.single_process else devices_per_node
         peak = site.peak(spec.precision)
+        args = _workload_args(spec, workload, device.type, peak, metrics_path, self._flags)
         request = LaunchRequest(python=self.python, module=workload.module,
-                                args=_workload_args(spec, workload, device.type, peak, metrics_path, self._flags),
-                                nodes=nodes, tasks_per_node=tasks_per_node, extra_args=list(self._extra_args),
+                                args=_with_devices_param(args, spec, workload) if one_process else args,
+                                nodes=nodes, tasks_per_node=tasks_per_node,
+                                extra_args=[] if one_process else list(self._extra_args),
                                 scheduler=site.scheduler, devices_per_node=devices_per_node,
-                                rank_wrapper=list(self._wrapper), options=dict(self._options),
+                                rank_wrapper=[] if one_process else list(self._wrapper),
+                                options={} if one_process else dict(self._options),
                                 script=self._script(workload), workload=spec.workload)
         reason = launcher.check(request)
         if reason:

@@ -12,11 +12,11 @@ import math
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.errors import did_you_mean
+from orchestrator.errors import SourceError, SourceErrors, UserError, did_you_mean, raise_all
 from orchestrator.sites.profiles import ENV_NAME, PYTHON_ENV_KINDS
 from orchestrator.states import FailureClass
 from orchestrator.timefmt import parse_walltime
@@ -272,10 +272,41 @@ class LoadedSweep(BaseModel):
     text: str
 
 
-def _pydantic_message(error: Mapping[str, Any]) -> str:
+def _model_at(model: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
+    """The model (Sweep, Experiment, RetryPolicy, ...) whose fields a value at ``loc`` is among,
+    following list indexes and mapping keys; None where ``loc`` leaves the models."""
+    parts = list(loc)
+    while parts:
+        field = model.model_fields.get(str(parts.pop(0)))
+        if field is None:
+            return None
+        inner, container = _model_in(field.annotation)
+        if inner is None:
+            return None
+        model = inner
+        if container and parts:
+            parts.pop(0)  # the list's index or the mapping's key
+    return model
+
+
+def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The model an annotation holds (``Experiment``, ``list[Experiment]``, ``RetryPolicy | None``)
+    and whether it is inside a list or mapping."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    for arg in get_args(annotation):
+        found, inside = _model_in(arg)
+        if found is not None:
+            return found, inside or get_origin(annotation) in (list, dict)
+    return None, False
+
+
+def _pydantic_message(error: Mapping[str, Any], data: Any = None) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
-        return "unknown field"
+        loc = tuple(error["loc"])
+        model = _model_at(Sweep, loc[:-1]) if isinstance(data, dict) and loc else None
+        return "unknown field" + (did_you_mean(loc[-1], list(model.model_fields)) if model else "")
     if kind == "missing":
         return "required field is missing"
     message = str(error["msg"])
@@ -285,9 +316,9 @@ def _pydantic_message(error: Mapping[str, Any]) -> str:
 def _check_value(doc: YamlDocument, loc: Loc, axis: str, value: Any, workload: Workload) -> None:
     """One grid value against the axis's type; raises SourceError naming where it is."""
 
-    def fail(expected: str) -> None:
+    def fail(expected: str, hint: str = "") -> None:
         shown = repr(value)
-        raise doc.error(loc, f"expected {expected}, got {shown if len(shown) <= 120 else shown[:100] + '...'}")
+        raise doc.error(loc, f"expected {expected}, got {shown if len(shown) <= 120 else shown[:100] + '...'}{hint}")
 
     # What any value must be to reach the database as JSON and the workload as one argument.
     if isinstance(value, float) and not math.isfinite(value):
@@ -305,12 +336,13 @@ def _check_value(doc: YamlDocument, loc: Loc, axis: str, value: Any, workload: W
             fail("a positive integer")
     elif axis == "precision":
         if value not in PRECISIONS:
-            fail("one of " + ", ".join(PRECISIONS))
+            fail("one of " + ", ".join(PRECISIONS), did_you_mean(value, PRECISIONS))
         if value not in workload.precisions:
             raise doc.error(loc, f"workload {workload.name} does not support precision {value!r}")
     elif axis == "strategy":
         if value not in workload.strategies:
-            fail(f"a strategy of {workload.name}: " + ", ".join(workload.strategies))
+            fail(f"a strategy of {workload.name}: " + ", ".join(workload.strategies),
+                 did_you_mean(value, workload.strategies))
     else:
         param = workload.param(axis)
         assert param is not None
@@ -323,7 +355,7 @@ def _check_value(doc: YamlDocument, loc: Loc, axis: str, value: Any, workload: W
         if not ok:
             fail(f"{param.type.__name__} for {workload.name} parameter {axis!r}")
         if param.choices is not None and value not in param.choices:
-            fail("one of " + ", ".join(map(str, param.choices)))
+            fail("one of " + ", ".join(map(str, param.choices)), did_you_mean(value, map(str, param.choices)))
         if axis in PARAM_MINIMUMS and isinstance(value, int) and value < PARAM_MINIMUMS[axis]:
             fail(f"an integer >= {PARAM_MINIMUMS[axis]}")
 
@@ -345,45 +377,70 @@ def _values(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _check_experiment(doc: YamlDocument, index: int, exp: Experiment) -> None:
+def _collect(errors: list[SourceError], check: Callable[..., None], *args: Any) -> bool:
+    """``check(*args)``, its SourceError added to ``errors``; whether it passed."""
+    try:
+        check(*args)
+    except SourceErrors as exc:
+        errors.extend(exc.errors)
+        return False
+    except SourceError as exc:
+        errors.append(exc)
+        return False
+    return True
+
+
+def _check_experiment(doc: YamlDocument, index: int, exp: Experiment) -> list[SourceError]:
+    """Every mistake of the experiment's grid, zip and exclude rules (each axis checked on its own)."""
     base: Loc = ("experiments", index)
     try:
         workload = registry.get(exp.workload)
     except KeyError as exc:
-        raise doc.error(base + ("workload",), str(exc.args[0])) from None
-
+        return [doc.error(base + ("workload",), str(exc.args[0]))]
+    errors: list[SourceError] = []
     zipped: dict[str, str] = {}
     for group, columns in exp.zip.items():
         lengths = {len(v) for v in columns.values()}
         if len(lengths) > 1:
-            raise doc.error(base + ("zip", group),
-                            f"lists in a zip group must have equal lengths, got {sorted(lengths)}")
+            errors.append(doc.error(base + ("zip", group),
+                                    f"lists in a zip group must have equal lengths, got {sorted(lengths)}"))
         for axis, values in columns.items():
-            loc = base + ("zip", group, axis)
-            _check_axis_name(doc, loc, axis, workload)
-            if axis in exp.grid or axis in zipped:
-                raise doc.error(loc, f"axis {axis!r} is given more than once (grid and zip groups must not overlap)")
-            if axis == "repeats":
-                raise doc.error(loc, "repeats is a count, not an axis: put it in grid as one integer")
+            _collect(errors, _check_zip_axis, doc, base + ("zip", group, axis), axis, values, workload, exp, zipped)
             zipped[axis] = group
-            for i, value in enumerate(values):
-                _check_value(doc, loc + (i,), axis, value, workload)
-
     for axis, value in exp.grid.items():
-        loc = base + ("grid", axis)
-        _check_axis_name(doc, loc, axis, workload)
-        if axis == "repeats":
-            _check_value(doc, loc, axis, value, workload)
-            continue
-        if isinstance(value, list) and not value:
-            raise doc.error(loc, "expected at least one value")
-        for i, item in enumerate(_values(value)):
-            _check_value(doc, loc + (i,) if isinstance(value, list) else loc, axis, item, workload)
-
+        _collect(errors, _check_grid_axis, doc, base + ("grid", axis), axis, value, workload)
     for i, rule in enumerate(exp.exclude):
         for axis in rule:
             if axis not in exp.grid and axis not in zipped and axis not in ("site", "system"):
-                raise doc.error(base + ("exclude", i, axis), "exclude names an axis that is not in grid or zip")
+                errors.append(doc.error(base + ("exclude", i, axis),
+                                        "exclude names an axis that is not in grid or zip"))
+    return errors
+
+
+def _check_zip_axis(doc: YamlDocument, loc: Loc, axis: str, values: list[Any], workload: Workload,
+                    exp: Experiment, zipped: dict[str, str]) -> None:
+    _check_axis_name(doc, loc, axis, workload)
+    if axis in exp.grid or axis in zipped:
+        raise doc.error(loc, f"axis {axis!r} is given more than once (grid and zip groups must not overlap)")
+    if axis == "repeats":
+        raise doc.error(loc, "repeats is a count, not an axis: put it in grid as one integer")
+    errors: list[SourceError] = []
+    for i, value in enumerate(values):
+        _collect(errors, _check_value, doc, loc + (i,), axis, value, workload)
+    raise_all(errors)
+
+
+def _check_grid_axis(doc: YamlDocument, loc: Loc, axis: str, value: Any, workload: Workload) -> None:
+    _check_axis_name(doc, loc, axis, workload)
+    if axis == "repeats":
+        _check_value(doc, loc, axis, value, workload)
+        return
+    if isinstance(value, list) and not value:
+        raise doc.error(loc, "expected at least one value")
+    errors: list[SourceError] = []
+    for i, item in enumerate(_values(value)):
+        _collect(errors, _check_value, doc, loc + (i,) if isinstance(value, list) else loc, axis, item, workload)
+    raise_all(errors)
 
 
 def count_runs(exp: Experiment) -> int:
@@ -443,13 +500,21 @@ def _apply_variant(doc: YamlDocument, name: str) -> None:
     data["name"] = f"{data.get('name')}-{name}"
 
 
+# Checks that a site a sweep names exists (``orchestrator.sites.profiles.load_site`` with the
+# command's --sites-dir): raises UserError for an unknown one.
+SiteCheck = Callable[[str], object]
+
+
 def parse_sweep(path: Path | str, text: str | None = None, variant: str | None = None,
-                max_runs: int = DEFAULT_MAX_RUNS) -> LoadedSweep:
-    """Load and validate a sweep file; every problem is a SourceError (file:line: field: what).
+                max_runs: int = DEFAULT_MAX_RUNS, check_site: SiteCheck | None = None) -> LoadedSweep:
+    """Load and validate a sweep file; every problem is a SourceError (file:line: field: what),
+    and every problem found is reported at once (SourceErrors), not only the first.
 
     With ``variant`` the named overrides are applied first and the sweep is named
     ``<name>-<variant>``, so its results never mix with the full-size ones. A sweep that
-    would expand to more than ``max_runs`` runs is refused before anything is expanded."""
+    would expand to more than ``max_runs`` runs is refused before anything is expanded.
+    ``check_site``: each site the experiments name is looked up, an unknown one reported with
+    the other errors, where the sweep names it."""
     if text is None:
         text = read_source(path)  # read once: what is parsed is what is stored
     doc = load_yaml(path, text)
@@ -457,18 +522,26 @@ def parse_sweep(path: Path | str, text: str | None = None, variant: str | None =
         raise doc.error((), "expected a mapping with 'name' and 'experiments' at the top level")
     if variant is not None:
         _apply_variant(doc, variant)
+    errors: list[SourceError] = []
     try:
-        sweep = Sweep.model_validate(doc.data)
+        sweep: Sweep | None = Sweep.model_validate(doc.data)
+        assert sweep is not None
+        experiments = list(enumerate(sweep.experiments))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc, key_note = data_loc(doc.data, tuple(first["loc"]), first["type"])
-        raise doc.error(loc, key_note or _pydantic_message(first)) from None
+        sweep = None
+        errors += _validation_errors(doc, doc.data, (), exc)
+        experiments = _valid_experiments(doc)
     names: set[str] = set()
-    for index, exp in enumerate(sweep.experiments):
+    checked_sites: set[str] = set()
+    for index, exp in experiments:
         if exp.name in names:
-            raise doc.error(("experiments", index, "name"), f"experiment name {exp.name!r} is used twice")
+            errors.append(doc.error(("experiments", index, "name"), f"experiment name {exp.name!r} is used twice"))
         names.add(exp.name)
-        _check_experiment(doc, index, exp)
+        errors += _check_experiment(doc, index, exp)
+        if check_site is not None:
+            errors += _check_sites(doc, index, exp, check_site, checked_sites)
+    raise_all(errors)
+    assert sweep is not None
     counts = [count_runs(exp) for exp in sweep.experiments]
     if sum(counts) > max_runs:
         index = max(range(len(counts)), key=counts.__getitem__)
@@ -476,6 +549,56 @@ def parse_sweep(path: Path | str, text: str | None = None, variant: str | None =
                                                 f"this experiment), over the limit of {max_runs:,} "
                                                 "(--max-runs raises it)")
     return LoadedSweep(sweep=sweep, path=str(path), text=text)
+
+
+def _validation_errors(doc: YamlDocument, data: Any, prefix: Loc, exc: ValidationError) -> list[SourceError]:
+    """Each validation error located in the file; one per location (a union's members each
+    report the same value: the first says it)."""
+    out: dict[Loc, SourceError] = {}
+    for error in exc.errors():
+        loc, key_note = data_loc(data, tuple(error["loc"]), error["type"])
+        out.setdefault(prefix + loc, doc.error(prefix + loc, key_note or _pydantic_message(error, data)))
+    return list(out.values())
+
+
+def _valid_experiments(doc: YamlDocument) -> list[tuple[int, Experiment]]:
+    """The experiments that validate on their own, by index (their grids are checked further
+    while another part of the file has errors)."""
+    experiments = doc.data.get("experiments") if isinstance(doc.data, dict) else None
+    out: list[tuple[int, Experiment]] = []
+    for index, raw in enumerate(experiments if isinstance(experiments, list) else []):
+        try:
+            out.append((index, Experiment.model_validate(raw)))
+            continue
+        except ValidationError as exc:  # already reported by the sweep's validation
+            bad = {error["loc"][0] for error in exc.errors() if error["loc"]}
+        # Without its bad fields (an unknown one, a bad walltime), the rest of it is checked too.
+        required = {name for name, info in Experiment.model_fields.items() if info.is_required()}
+        if not isinstance(raw, dict) or bad & required:
+            continue
+        try:
+            out.append((index, Experiment.model_validate({k: v for k, v in raw.items() if k not in bad})))
+        except ValidationError:
+            continue
+    return out
+
+
+def _check_sites(doc: YamlDocument, index: int, exp: Experiment, check_site: SiteCheck,
+                 checked: set[str]) -> list[SourceError]:
+    """An error for each site of ``exp`` ``check_site`` refuses, where the sweep names it (each
+    site once in the whole sweep)."""
+    errors: list[SourceError] = []
+    for position, target in enumerate(exp.sites):
+        if target in checked:
+            continue
+        checked.add(target)
+        try:
+            check_site(target)
+        except SourceError as exc:  # the profile's own file and line
+            errors.append(exc)
+        except UserError as exc:
+            errors.append(doc.error(("experiments", index, "sites", position), str(exc)))
+    return errors
 
 
 def site_line(loaded: LoadedSweep, target: str) -> tuple[int | None, str | None]:

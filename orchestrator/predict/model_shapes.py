@@ -1,10 +1,10 @@
 """The model `orch predict` ranks layouts for: a gpt2 workload preset (workloads/models/configs.py),
-one of the time model's own presets (GPT-3 175B and 1T, study E's shapes), or a custom shape
-(``--layers --hidden --heads --vocab --seq``).
+one of the time model's own presets (GPT-3 175B and 1T, ViT-Base/Large/Huge/22B: study E's shapes),
+or a custom shape (``--layers --hidden --heads --vocab --seq``).
 
 Only the workload's presets can be measured (the gpt2 workload builds its model from ``SIZES``),
 so only they have a traced memory; the others take the workload's memory formula with their own
-shape (``memory.gpt_training(config=...)``). The GPT-3 presets stay here, not in ``SIZES``: the
+shape (``memory.gpt_training(config=...)``). The GPT-3 and ViT presets stay here, not in ``SIZES``: the
 gpt2 workload would offer them to sweeps and `orch plan` would trace a 175B program for them,
 for models no campaign here can run.
 """
@@ -24,9 +24,34 @@ MEGATRON_VOCAB = 51200
 GPT3_SEQ = 2048
 # Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
 # Megatron-LM", SC21, Table 1 (GPT-3 175B and the 1T model): layers, attention heads, hidden size.
+# (GPT-3 175B's shape is Brown et al., "Language Models are Few-Shot Learners", 2020, Table 2.1:
+# 96 layers, d_model 12288, 96 heads of 128, context 2048.)
+#
+# Vision transformers (study E's ViT, the science foundation models' image backbone), as the time
+# model sees them: an encoder of the same blocks (4x MLP) over the image's patches, so the
+# "sequence" is the patch count plus the class token, (224 / p)^2 + 1, and the "vocabulary" is the
+# patch embedding's input, 3 x p x p values a token (its linear projection costs what a vocabulary
+# of that size costs a token). Departures: the classification head is counted on every token, not
+# on the class token alone (< 1% of a layer's FLOPs at these sizes), and attention is not causal
+# (the model counts the full s x s square either way). Shapes: Dosovitskiy et al., "An Image is
+# Worth 16x16 Words", ICLR 2021, Table 1 (ViT-Base 12 layers, hidden 768, 12 heads; Large 24,
+# 1024, 16; Huge 32, 1280, 16, patch 14); Dehghani et al., "Scaling Vision Transformers to 22
+# Billion Parameters", ICML 2023, Table 1 (ViT-22B: 48 layers, width 6144, 48 heads, MLP 24576 =
+# 4x, patch 14). block_size is the default sequence at 224 x 224 pixels.
+VIT_IMAGE = 224
+
+
+def _vit(layers: int, heads: int, hidden: int, patch: int) -> GPTConfig:
+    return GPTConfig(layers, heads, hidden, vocab_size=3 * patch * patch, block_size=(VIT_IMAGE // patch) ** 2 + 1)
+
+
 PREDICT_PRESETS: dict[str, GPTConfig] = {
     "gpt3-175b": GPTConfig(96, 96, 12288, vocab_size=MEGATRON_VOCAB, block_size=GPT3_SEQ),
     "gpt3-1t": GPTConfig(128, 160, 25600, vocab_size=MEGATRON_VOCAB, block_size=GPT3_SEQ),
+    "vit-base": _vit(12, 12, 768, 16),
+    "vit-large": _vit(24, 16, 1024, 16),
+    "vit-huge": _vit(32, 16, 1280, 14),
+    "vit-22b": _vit(48, 48, 6144, 14),
 }
 CUSTOM = "custom"
 WORKLOAD_SEQ = 1024  # `orch predict`'s sequence for a gpt2 workload preset, as before the presets here
@@ -94,7 +119,8 @@ def resolve_model(model: str | None, shape: dict[str, int | None], seq_len: int 
     elif model in SIZES:
         spec = ModelSpec(model, SIZES[model], workload_preset=True, default_seq=WORKLOAD_SEQ)
     elif model in PREDICT_PRESETS:
-        spec = ModelSpec(model, PREDICT_PRESETS[model], workload_preset=False, default_seq=GPT3_SEQ)
+        config = PREDICT_PRESETS[model]  # its own sequence: GPT-3's 2048, a ViT's patches at 224 x 224
+        spec = ModelSpec(model, config, workload_preset=False, default_seq=config.block_size)
     else:
         raise UserError(f"unknown model {model!r} (known: {', '.join(known_models())}; or a custom shape: "
                         f"{' '.join(SHAPE_OPTIONS)})")

@@ -16,6 +16,7 @@ from orchestrator.predict.perfmodel.layout import Layout
 from orchestrator.predict.perfmodel.machine import Machine, machine_from_site
 from orchestrator.predict.perfmodel.search import rank
 from orchestrator.predict.perfmodel.transformer import Estimate, breakdown
+from orchestrator.predict.whatif import WhatIf
 from workloads.models.configs import SIZES, GPTConfig
 
 COLUMNS = ["rank", "layout", "dp", "tp", "pp", "cp", "zero", "recompute", "step_s", "tokens_per_s",
@@ -59,6 +60,9 @@ class Prediction:
     spec: ModelSpec | None = None  # None: the gpt2 workload preset ``model``
     tokens: float | None = None  # --tokens: the budget to train
     price: tuple[float, str] | None = None  # the site's price a device-hour, and its currency
+    what_if: WhatIf = field(default_factory=WhatIf)  # --what-if-nodes / --nvlink-domain
+    profile_max_nodes: int = 0  # the profile's own cap and NVLink domain, beside the what-if's
+    profile_domain: int = 0
     _checks: dict[int, Check] = field(default_factory=dict, repr=False)
 
     @property
@@ -148,20 +152,27 @@ class Prediction:
                            "op_overhead_us": eff.op_overhead_us, "step_overhead_ms": eff.step_overhead_ms,
                            "source": eff.source},
             "notes": list(m.notes),
+            "what_if": self.what_if.as_json(self.profile_max_nodes, self.profile_domain),
             "layouts": [self._layout_json(row, e) for row, e in zip(self.rows(), self.estimates)],
         }
 
 
 def _site_checks(site: Any, devices: int, batch_size: int, seq_len: int, micro_batch: int | None,
-                 precision: str | None) -> str:
-    """One-line errors for what the site cannot hold; the precision to predict in."""
+                 precision: str | None, what_if: WhatIf | None = None) -> str:
+    """One-line errors for what the site (or the what-if's node count) cannot hold; the precision."""
     device = site.device
     if devices < 1:
         raise UserError(f"--devices: expected a whole number >= 1, got {devices}")
-    capacity = device.per_node * site.max_nodes
+    what_if = what_if or WhatIf()
+    nodes = what_if.max_nodes(site.max_nodes)
+    capacity = device.per_node * nodes
     if devices > capacity:
+        if what_if.nodes is not None:
+            raise UserError(f"--devices {devices}: --what-if-nodes {nodes} holds at most {capacity} "
+                            f"({nodes} node(s) x {device.per_node} {device.model})")
         raise UserError(f"--devices {devices}: {site.name} has at most {capacity} "
-                        f"({site.max_nodes} node(s) x {device.per_node} {device.model})")
+                        f"({site.max_nodes} node(s) x {device.per_node} {device.model}); "
+                        f"--what-if-nodes {-(-devices // device.per_node)} predicts it as a what-if")
     if devices > device.per_node and devices % device.per_node:
         raise UserError(f"--devices {devices}: does not fill whole nodes of {device.per_node} {device.model}")
     if batch_size < 1 or seq_len < 1 or (micro_batch is not None and micro_batch < 1):
@@ -191,17 +202,20 @@ def _price(site: Any) -> tuple[float, str] | None:
 def predict(model: str | None, devices: int, site_name: str, *, precision: str | None, batch_size: int,
             seq_len: int | None, micro_batch: int | None = None, shape: dict[str, int | None] | None = None,
             tokens: float | None = None, runnable_only: bool = False, sites_dirs: list[Path] | None = None,
-            state_dir: Path | None = None) -> Prediction:
+            state_dir: Path | None = None, what_if: WhatIf | None = None) -> Prediction:
     """Every layout of ``devices`` devices on ``site_name`` for ``model`` (a gpt2 preset or one of
     model_shapes.PREDICT_PRESETS) or the custom ``shape`` (layers, hidden, heads, vocab), ranked:
     those that fit first, of them those the gpt2 workload's parallelism runs, fastest first.
-    ``runnable_only``: only the layouts it runs."""
+    ``runnable_only``: only the layouts it runs. ``what_if``: more nodes than the profile has, another
+    NVLink domain size (orchestrator/predict/whatif.py; labelled in the header and --json)."""
     from orchestrator.sites.profiles import load_site
 
+    what_if = what_if or WhatIf()
     spec, seq = resolve_model(model, shape or {}, seq_len)
     site = load_site(site_name, sites_dirs)
-    precision = _site_checks(site, devices, batch_size, seq, micro_batch, precision)
-    machine = _machine(site, state_dir)
+    precision = _site_checks(site, devices, batch_size, seq, micro_batch, precision, what_if)
+    profiled = _machine(site, state_dir)
+    machine = what_if.machine(profiled)
     model_shape = spec.shape(seq)
     estimates = rank(model_shape, machine, devices, precision=precision, batch_size=batch_size,
                      micro_batch=micro_batch)
@@ -217,7 +231,8 @@ def predict(model: str | None, devices: int, site_name: str, *, precision: str |
                         f"size {model_shape.hidden}, context parallel the sequence {seq}, pipeline stages "
                         f"at most the {model_shape.layers} layers")
     out = Prediction(machine, spec.name, devices, precision, batch_size, seq, estimates, spec=spec, tokens=tokens,
-                     price=_price(site))
+                     price=_price(site), what_if=what_if, profile_max_nodes=site.max_nodes,
+                     profile_domain=profiled.fast_domain)
     # Layouts a campaign can run before those only the time model has, among those that fit alike.
     out.estimates = sorted(estimates, key=lambda e: (not e.fits, not out.runnable(e), round(e.step_s, 9),
                                                      e.memory_gb))
@@ -232,12 +247,14 @@ def predict(model: str | None, devices: int, site_name: str, *, precision: str |
 def header(p: Prediction) -> list[str]:
     m = p.machine
     e = m.for_precision(p.precision).efficiency  # the matmul fraction of this device and precision
-    lines = [f"{p.model} on {p.devices} x {m.device_model} ({m.name}), {p.precision}, seq {p.seq_len}, "
-             f"global batch {p.batch_size * p.devices} ({p.batch_size} a device)",
-             f"efficiency: matmul {e.matmul:.2f}, memory {e.memory:.2f}, network {e.network:.2f}, "
-             f"{e.op_overhead_us:g} us an op ({e.source}); network: {m.fast_domain} devices at {m.fast_gbs:g} GB/s, "
-             f"{m.node_nic_gbs if m.node_nic_gbs is not None else m.inter_node_gbs * m.per_node:g} GB/s "
-             f"a node between them (all its NICs, as NCCL's rings cross nodes)"]
+    label = p.what_if.line(p.profile_max_nodes, p.profile_domain)
+    lines = [label] if label else []
+    lines += [f"{p.model} on {p.devices} x {m.device_model} ({m.name}), {p.precision}, seq {p.seq_len}, "
+              f"global batch {p.batch_size * p.devices} ({p.batch_size} a device)",
+              f"efficiency: matmul {e.matmul:.2f}, memory {e.memory:.2f}, network {e.network:.2f}, "
+              f"{e.op_overhead_us:g} us an op ({e.source}); network: {m.fast_domain} devices at {m.fast_gbs:g} GB/s, "
+              f"{m.node_nic_gbs if m.node_nic_gbs is not None else m.inter_node_gbs * m.per_node:g} GB/s "
+              f"a node between them (all its NICs, as NCCL's rings cross nodes)"]
     lines += [f"note: {note}" for note in m.notes]
     lines += _shape_lines(p) + _train_lines(p)
     fitting = sum(e.fits for e in p.estimates)

@@ -24,7 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orchestrator.results.db.bulk import column_problem, insert_rows
-from orchestrator.results.db.models import Environment, Metrics, MetricValue, utcnow
+from orchestrator.results.db.models import Environment, Metrics, MetricSeries, MetricValue, utcnow
 from orchestrator.results.metrics_schema import HEADLINE_METRICS, MetricsFile
 from orchestrator.safefile import RefusedFile, open_regular, read_fd
 from orchestrator.states import FailureClass
@@ -235,6 +235,7 @@ def _revision(env: dict[str, Any]) -> str | None:
 _METRICS = Metrics.__table__.c
 _ENVIRONMENTS = Environment.__table__.c
 _VALUES = MetricValue.__table__.c
+_SERIES = MetricSeries.__table__.c
 # Environment columns filled from the file's ``env`` (EnvironmentCache.id_for).
 _ENV_COLUMNS = ("python", "torch", "cuda", "hostname")
 
@@ -263,6 +264,10 @@ def storage_problem(metrics: MetricsFile) -> str | None:
         problem = column_problem(_VALUES.value, number)
         if problem is not None:
             return f"metrics.{_clip(name)}: {problem}"
+    for name in metrics.series:
+        problem = column_problem(_SERIES.name, name)
+        if problem is not None:
+            return f"series: the name {_clip(name)!r}: {problem}"
     return None
 
 
@@ -274,13 +279,20 @@ def _clip(name: str) -> str:
 METRICS_COLUMNS = ("attempt_id", "environment_id", "schema", "device_model", "world_size", "code_revision",
                    "raw", "ingested_at", *HEADLINE_METRICS)
 VALUE_COLUMNS = ("attempt_id", "name", "value")
+SERIES_COLUMNS = ("attempt_id", "name", "step", "value")
+
+
+def series_rows(attempt_id: int, metrics: MetricsFile) -> list[tuple]:
+    """The rows of ``metric_series`` for one file's per-step series (``series`` of the file)."""
+    return [(attempt_id, name, step, value) for name, series in metrics.series.items()
+            for step, value in zip(series.steps, series.values)]
 
 
 def store_metrics_many(session: Session, items: Sequence[tuple[int, MetricsFile]],
                        environments: EnvironmentCache | None = None, raws: Sequence[str] | None = None) -> int:
-    """Store the metrics of many attempts with one bulk INSERT per table (``metrics`` and
-    ``metric_values``); attempts that already have metrics are left alone, so collecting twice
-    changes nothing. ``raws``, when given, are the documents as read (stored instead of a
+    """Store the metrics of many attempts with one bulk INSERT per table (``metrics``,
+    ``metric_values`` and ``metric_series``); attempts that already have metrics are left alone,
+    so collecting twice changes nothing. ``raws``, when given, are the documents as read (stored instead of a
     re-serialisation). Returns how many attempts were added."""
     if not items:
         return 0
@@ -293,6 +305,7 @@ def store_metrics_many(session: Session, items: Sequence[tuple[int, MetricsFile]
     now = utcnow()
     rows: list[tuple] = []
     values: list[tuple] = []
+    points: list[tuple] = []
     for index, (attempt_id, metrics) in enumerate(items):
         if attempt_id in present:
             continue
@@ -304,9 +317,11 @@ def store_metrics_many(session: Session, items: Sequence[tuple[int, MetricsFile]
                      metrics.world_size, _revision(env), raw, now,
                      *[numbers.get(name) for name in HEADLINE_METRICS]))
         values.extend((attempt_id, name, value) for name, value in numbers.items() if value is not None)
+        points.extend(series_rows(attempt_id, metrics))
     connection = session.connection()
     insert_rows(connection, Metrics.__table__, METRICS_COLUMNS, rows)  # type: ignore[arg-type]
     insert_rows(connection, MetricValue.__table__, VALUE_COLUMNS, values)  # type: ignore[arg-type]
+    insert_rows(connection, MetricSeries.__table__, SERIES_COLUMNS, points)  # type: ignore[arg-type]
     return len(rows)
 
 

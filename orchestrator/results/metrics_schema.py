@@ -71,6 +71,43 @@ class DeviceInfo(BaseModel):
     count: Count = Field(ge=1)
 
 
+# The most points one series may hold (workloads keep at most 1,000: workloads/harness/series.py).
+MAX_SERIES_POINTS = 20_000
+# Series names are stored in metric_series.name (String(100)), as metric names are.
+SeriesName = Annotated[str, Field(min_length=1, max_length=100)]
+
+
+class StepSeries(BaseModel):
+    """One per-step series (e.g. the training loss): ``values[i]`` at optimiser step ``steps[i]``,
+    every ``every``-th step kept (``series`` of the file; ingest stores it in ``metric_series``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    every: Count = Field(ge=1)
+    steps: list[Count] = Field(max_length=MAX_SERIES_POINTS)
+    values: list[float] = Field(max_length=MAX_SERIES_POINTS)
+
+    @field_validator("steps")
+    @classmethod
+    def _increasing(cls, value: list[int]) -> list[int]:
+        if any(step < 0 for step in value):
+            raise ValueError("a step number is negative")
+        if any(b <= a for a, b in zip(value, value[1:])):
+            raise ValueError("step numbers must increase")
+        return value
+
+    @field_validator("values")
+    @classmethod
+    def _finite(cls, value: list[float]) -> list[float]:
+        for number in value:
+            if isinstance(number, bool) or not math.isfinite(number) or abs(number) > MAX_METRIC_MAGNITUDE:
+                raise ValueError(f"value {number!r} is not a finite number within {MAX_METRIC_MAGNITUDE:g}")
+        return value
+
+    def model_post_init(self, __context: Any) -> None:
+        if len(self.steps) != len(self.values):
+            raise ValueError(f"{len(self.steps)} steps but {len(self.values)} values")
+
+
 class MetricsFile(BaseModel):
     """One run's measurements. Extra keys are kept (stored in the raw JSON)."""
 
@@ -88,6 +125,8 @@ class MetricsFile(BaseModel):
     env: dict[str, Any] = Field(default_factory=dict)
     started_at: str | None = None
     finished_at: str | None = None
+    # Per-step series by name (training workloads: ``loss``); absent in older files.
+    series: dict[SeriesName, StepSeries] = Field(default_factory=dict)
 
     @field_validator("metrics")
     @classmethod

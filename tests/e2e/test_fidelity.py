@@ -120,18 +120,25 @@ def _gemm_sweep(name: str) -> str:
 
 
 def _hog(cores: int) -> list[subprocess.Popen]:
-    """Busy processes on every core, ahead of the run in the scheduler's eyes (nice -5 where the
-    test may raise priority, as root): the run that starts now is slowed on purpose."""
-    def ahead() -> None:
+    """Busy processes on every core, ahead of the run in the scheduler's eyes: the run that starts
+    now is slowed on purpose.
+
+    Each hog is its own session: with the kernel's autogroup scheduling (on by default), CPU time is
+    shared between sessions first, and the run's job is a session of its own, so hogs inside the
+    test's session would together take no more than the job. As root each hog's group is raised
+    ahead of the job's (autogroup nice -5); elsewhere they are still many groups to its one."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+            for _ in range(cores * 4)]
+    for hog in hogs:
         try:
-            os.nice(-5)
+            Path(f"/proc/{hog.pid}/autogroup").write_text("-5")
         except OSError:
             pass
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=ahead)
-            for _ in range(cores * 4)]
+    return hogs
 
 
 @pytest.mark.slow
+@pytest.mark.measures  # it times runs against each other: nothing else may share the cores
 def test_references_flag_the_run_that_was_slowed(workdir: Path) -> None:
     run_orch("run", str(write(workdir / "base.yaml", _gemm_sweep("base"))), cwd=workdir, check=True)
     # The reference comes from the first sweep, with a generous tolerance for a shared machine.
@@ -163,7 +170,9 @@ def test_references_file_errors_name_file_line_and_field(workdir: Path) -> None:
     result = run_orch("references", "load", str(bad), cwd=workdir)
     assert result.returncode == 2
     assert f"{bad}:7: references[1].value:" in result.stderr and "Traceback" not in result.stderr
-    assert sql(workdir, "SELECT COUNT(*) AS n FROM reference_figures") == [{"n": 0}]
+    # Nothing loaded: no database was made (`orch sql` makes none either: issue 27), or it is empty.
+    assert not (workdir / ".orch" / "orch.db").exists() or \
+        sql(workdir, "SELECT COUNT(*) AS n FROM reference_figures") == [{"n": 0}]
     good = write(workdir / "refs.csv", "workload,metric,value,source,params\n"
                                        "gemm,tflops,1.5,study C table 3,\"{\"\"m\"\": 256}\"\n")
     assert run_orch("references", "load", str(good), cwd=workdir, check=True).returncode == 0

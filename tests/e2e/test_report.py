@@ -155,7 +155,7 @@ def test_scaling_figure_shows_the_views_efficiencies(built: Path) -> None:
 def test_only_figures_with_data_are_drawn(built: Path) -> None:
     html = (built / "report.html").read_text()
     drawn = set(figure_sections(html))
-    assert {"throughput", "scaling", "seq_len", "primitives", "collectives", "failures"} <= drawn
+    assert {"throughput", "scaling", "seq_len", "primitives", "collectives", "failures", "loss_curve"} <= drawn
     skipped = set(re.findall(r'data-skipped="([^"]+)"', html))
     # No GAS sweep, no strategy comparison, no inference run.
     assert {"grad_accum", "strategies", "inference"} <= skipped

@@ -89,7 +89,7 @@ name: priced-serving
 experiments:
   - name: curve
     workload: llm_serving
-    sites: [priced]
+    sites: [priced, euro, unpriced]
     walltime: "00:03:00"
     grid: {model: tiny, arrival: concurrency, concurrency: 2, num_requests: 4, input_len: 8, output_len: 4,
            warmup: 0, slo: mlperf-llama2-70b-interactive}
@@ -98,18 +98,39 @@ experiments:
 
 @pytest.mark.slow
 def test_cost_of_1m_tokens_from_the_sites_price(workdir: Path) -> None:
+    """usd_per_million_output_tokens (migration 0015) on a local run with a price set, charged as the
+    cost view charges; NULL, with the reason, where the price is not in USD or there is none."""
     import yaml
 
-    profile = yaml.safe_load((REPO / "sites" / "local.yaml").read_text())
-    profile.update(name="priced")
-    profile["price"] = {"per_device_hour": 0.5, "currency": "USD", "basis": "local-estimate",
-                        "source": "a test's price", "date": "2026-11"}
-    write(workdir / "sites" / "priced.yaml", yaml.safe_dump(profile))
+    base = yaml.safe_load((REPO / "sites" / "local.yaml").read_text())
+    price = {"per_device_hour": 0.5, "currency": "USD", "basis": "local-estimate", "source": "a test's price",
+             "date": "2026-11"}
+    for name, site_price in (("priced", price), ("euro", {**price, "currency": "EUR"}), ("unpriced", None)):
+        write(workdir / "sites" / f"{name}.yaml", yaml.safe_dump({**base, "name": name, "price": site_price}))
     run_orch("--sites-dir", str(workdir / "sites"), "run", str(write(workdir / "p.yaml", PRICED)), "--interval", "0.5",
              cwd=workdir, env=ENV, check=True, timeout=300)
-    (row,) = json.loads(run_orch("sql", "-f", "json", "SELECT * FROM serving", cwd=workdir, env=ENV,
-                                 check=True).stdout)
+    rows = {r["site"]: r for r in json.loads(run_orch("sql", "-f", "json", "SELECT * FROM serving", cwd=workdir,
+                                                      env=ENV, check=True).stdout)}
+    assert sorted(rows) == ["euro", "priced", "unpriced"]
+    row = rows["priced"]
     assert row["arrival"] == "concurrency" and row["concurrency"] == 2 and row["request_rate"] is None
     assert (row["slo_ttft_s"], row["slo_tpot_s"]) == (0.45, 0.04)
-    assert row["cost_per_1m_tokens"] == pytest.approx(0.5 * row["devices"] * 1e6 / (row["output_tokens_per_s"] * 3600),
-                                                      rel=1e-9)
+    query = f"SELECT charged_devices FROM cost WHERE run_id = '{row['run_id']}'"
+    (cost,) = json.loads(run_orch("sql", "-f", "json", query, cwd=workdir, env=ENV, check=True).stdout)
+    assert row["charged_devices"] == cost["charged_devices"] == 1  # local: one process on one core
+    per_hour = 0.5 * row["charged_devices"]
+    assert row["cost_per_hour"] == pytest.approx(per_hour)
+    expected = per_hour * 1e6 / (row["output_tokens_per_s"] * 3600)
+    assert row["usd_per_million_output_tokens"] == pytest.approx(expected, rel=1e-9)
+    assert row["cost_per_1m_tokens"] == pytest.approx(expected, rel=1e-9)
+    both = per_hour * 1e6 / ((row["input_tokens_per_s"] + row["output_tokens_per_s"]) * 3600)
+    assert row["usd_per_million_tokens"] == pytest.approx(both, rel=1e-9)
+    assert row["input_tokens_per_s"] == pytest.approx(row["output_tokens_per_s"] * 8 / 4, rel=1e-9)
+    assert row["price_note"] is None
+    euro = rows["euro"]
+    assert euro["cost_per_1m_tokens"] is not None and euro["price_currency"] == "EUR"
+    assert euro["usd_per_million_output_tokens"] is None and euro["usd_per_million_tokens"] is None
+    assert "EUR" in euro["price_note"]
+    none = rows["unpriced"]
+    assert none["cost_per_1m_tokens"] is None and none["usd_per_million_output_tokens"] is None
+    assert "no price" in none["price_note"] and none["ttft_count"] == 4

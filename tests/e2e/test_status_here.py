@@ -30,3 +30,25 @@ def test_status_lists_skipped_runs_with_their_reasons(workdir: Path) -> None:
     assert run["status"] == "skipped" and "fp8" in run["reason"] and run["log"] is None and run["attempt"] is None
     assert json.loads(run_orch("status", "--json", cwd=workdir, check=True).stdout)["counts"] == {
         "planned": 1, "skipped": 1}
+
+
+def test_read_commands_where_no_database_is_refuse_and_create_nothing(workdir: Path) -> None:
+    # Issue 27: `orch sql`, `orch export` and `orch report` made an empty .orch/ as status did.
+    elsewhere = workdir / "elsewhere"
+    elsewhere.mkdir()
+    for args in (("sql", "SELECT 1"), ("export",), ("report", "--output", "r.html")):
+        proc = run_orch(*args, cwd=elsewhere)
+        assert proc.returncode == 2 and not proc.stdout, (args, proc.stdout, proc.stderr)
+        assert proc.stderr.startswith(f"error: no orch database here ({elsewhere}/.orch/orch.db does not exist)"), \
+            proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not (elsewhere / ".orch").exists() and not (elsewhere / "r.html").exists()
+    # A database named on purpose is opened (and made) as before: --db, $ORCH_DB_URL, $ORCH_HOME.
+    named = run_orch("--db", f"sqlite:///{elsewhere / 'named.db'}", "sql", "SELECT 1 AS one", "-f", "json",
+                     cwd=elsewhere, check=True)
+    assert json.loads(named.stdout) == [{"one": 1}] and (elsewhere / "named.db").exists()
+    by_env = run_orch("export", "--view", "runs", cwd=elsewhere, env={"ORCH_DB_URL": f"sqlite:///{elsewhere / 'e.db'}"},
+                      check=True)
+    assert by_env.returncode == 0 and (elsewhere / "e.db").exists()
+    run_orch("sql", "SELECT 1", cwd=elsewhere, env={"ORCH_HOME": str(elsewhere / "home")}, check=True)
+    assert (elsewhere / "home" / "orch.db").exists() and not (elsewhere / ".orch").exists()

@@ -9,6 +9,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import write
 from tests.pbs.test_pbs_faults import orch, sql
 from tests.pbs.trivial import executions, make_site, sweep_text
@@ -60,6 +62,7 @@ def _wait(predicate, timeout: float = 30) -> None:  # type: ignore[no-untyped-de
         time.sleep(0.2)
 
 
+@pytest.mark.measures  # it compares recorded start times within 1.5 s: nothing else may slow the polls
 def test_a_requeued_job_records_its_last_start_and_run_count(pbs, tmp_path: Path) -> None:
     """`qrerun` (or a node failure) requeues a running job: orch recorded the first start with the last
     run's elapsed time and no run count. Now started_at is the last start (PBS's stime), consistent

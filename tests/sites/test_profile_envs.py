@@ -59,7 +59,7 @@ EXPECTED: dict[str, list[str]] = {
     "jade2": [f"source {USER_ENVS['ORCH_JADE2_VENV']}/bin/activate"],
     "perlmutter": ["module load conda", HOOK, "conda activate torch"],
     "lumi": ["module use /appl/local/csc/modulefiles/", "module load pytorch/2.5"],
-    "dgx": DGX, "dgx:h100": DGX, "dgx:a100_80": DGX,
+    "dgx": DGX, "dgx:h100": DGX, "dgx:a100_80": DGX, "dgx:h200": DGX, "dgx:b200": DGX,
     "gaudi2-cluster": GAUDI, "alcf-ai-testbed:gaudi": GAUDI,
     "graphcore-pod16": ["source /opt/graphcore/poplar_sdk-3.3.0/enable",
                         f"source {USER_ENVS['ORCH_POD16_VENV']}/bin/activate"],
@@ -77,7 +77,8 @@ EXPECTED: dict[str, list[str]] = {
 # The variables a user must set, by target: no public page documents the environment.
 REQUIRED = {"cosma8": "ORCH_COSMA8_VENV", "cosma8:mi100": "ORCH_COSMA8_VENV", "jade2": "ORCH_JADE2_VENV",
             "perlmutter": "ORCH_PERLMUTTER_CONDA_ENV", "dgx": "ORCH_DGX_VENV", "dgx:h100": "ORCH_DGX_VENV",
-            "dgx:a100_80": "ORCH_DGX_VENV", "graphcore-pod16": "ORCH_POD16_VENV"}
+            "dgx:a100_80": "ORCH_DGX_VENV", "dgx:h200": "ORCH_DGX_VENV", "dgx:b200": "ORCH_DGX_VENV",
+            "graphcore-pod16": "ORCH_POD16_VENV"}
 
 
 def all_targets() -> list[str]:

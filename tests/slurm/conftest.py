@@ -21,6 +21,7 @@ HERE = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(config, items):
+    # Under pytest-xdist every test here runs on one worker, in order (tests/conftest.py's test_group).
     for item in items:
         if HERE in Path(str(item.fspath)).parents and "cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)

@@ -31,7 +31,9 @@ def test_classify_error_shapes() -> None:
 
 def test_small_fuzz_run_is_clean() -> None:
     cases = list(fuzz_inputs.generate(COUNT, SEED))
-    outcomes = fuzz_inputs.run_all(cases, workers=2)
+    # A hang never ends: 120 s tells one from a case slowed by a busy machine (the campaign's 20 s
+    # alarm is for a quiet one).
+    outcomes = fuzz_inputs.run_all(cases, workers=2, timeout=120)
     bad = [(o.id, o.generator, o.cls, o.detail) for o in outcomes if o.cls in fuzz_inputs.BAD]
     assert not bad, bad
     # The run reached both ends: some files planned, some refused with one clean error line.

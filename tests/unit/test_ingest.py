@@ -85,6 +85,63 @@ def test_collecting_the_same_metrics_twice_changes_nothing(db_url: str) -> None:
         assert session.scalar(select(Metrics.tflops).where(Metrics.attempt_id == ids[0])) == 1.5
 
 
+LOSS = {"every": 2, "steps": [2, 4, 6], "values": [10.5, 9.25, 8.0]}
+
+
+def test_a_loss_series_is_stored_point_by_point(db_url: str) -> None:
+    """On SQLite and PostgreSQL: series.loss becomes one metric_series row per step, once."""
+    from sqlalchemy import text
+
+    from orchestrator.results.db.engine import open_database
+    from orchestrator.results.db.models import Attempt, Run, SweepRecord
+    from orchestrator.results.ingest import store_metrics_many
+    from orchestrator.results.metrics_schema import MetricsFile
+
+    sessions = open_database(db_url)
+    metrics = MetricsFile.model_validate({**GOOD, "series": {"loss": LOSS}})
+    with sessions.begin() as session:
+        sweep = SweepRecord(name="s", path="/s.yaml", content_hash="h", content="name: s")
+        session.add(sweep)
+        session.flush()
+        session.add(Run(id="r1", sweep_id=sweep.id, sweep="s", experiment="e", workload="gpt2", site="local",
+                        status="finished", devices=2, precision="fp32", repeat=0, params="{}", spec="{}",
+                        walltime_s=60, max_attempts=1, retry_on="[]"))
+        session.flush()
+        attempt = Attempt(run_id="r1", number=1, state="completed", scheduler="local", job_name="j1")
+        session.add(attempt)
+        session.flush()
+        attempt_id = attempt.id
+    for _ in range(2):
+        with sessions.begin() as session:
+            store_metrics_many(session, [(attempt_id, metrics)])
+    with sessions() as session:
+        rows = session.execute(text("SELECT attempt_id, name, step, value FROM metric_series ORDER BY step")).all()
+    assert [tuple(r) for r in rows] == [(attempt_id, "loss", 2, 10.5), (attempt_id, "loss", 4, 9.25),
+                                        (attempt_id, "loss", 6, 8.0)]
+
+
+@pytest.mark.parametrize("series, expected", [
+    ({"loss": {**LOSS, "values": [1.0]}}, "3 steps but 1 values"),
+    ({"loss": {**LOSS, "steps": [2, 2, 6]}}, "step numbers must increase"),
+    ({"loss": {**LOSS, "values": [1.0, 2.0, 1e200]}}, "not a finite number"),
+    ({"loss": {**LOSS, "every": 0}}, "every"),
+    ({"loss": [1.0, 2.0]}, "series.loss"),
+])
+def test_bad_series_are_refused_with_a_reason(tmp_path: Path, series: dict[str, Any], expected: str) -> None:
+    metrics, outcome = read_metrics(write(tmp_path, json.dumps({**GOOD, "series": series})))
+    assert metrics is None and outcome.failure == "bad_metrics"
+    assert expected in (outcome.reason or ""), outcome.reason
+
+
+def test_a_series_name_that_does_not_fit_its_column() -> None:
+    from orchestrator.results.ingest import storage_problem
+    from orchestrator.results.metrics_schema import MetricsFile
+
+    assert storage_problem(MetricsFile.model_validate({**GOOD, "series": {"loss": LOSS}})) is None
+    problem = storage_problem(MetricsFile.model_validate({**GOOD, "series": {"lo\x00ss": LOSS}}))
+    assert problem is not None and "series: the name" in problem and "NUL" in problem
+
+
 @pytest.mark.parametrize("change, expected", [
     (lambda doc: doc["device"].update(model="m" * 201), "device.model: 201 characters, over the 200"),
     (lambda doc: doc["env"].update(python="3" * 51), "env.python: 51 characters, over the 50"),

@@ -126,6 +126,18 @@ def test_graphcore_resnet50_epochs(tmp_path: Path) -> None:
                      "--precision", "fp16", "--devices", "4")
     assert doc.metrics["samples_per_s"] == pytest.approx(8125.8)  # epoch 2; epoch 1 is the warm-up
     assert doc.metrics["vendor_first_epoch_samples_per_s"] == pytest.approx(7599.7)
+    assert doc.metrics["compile_s"] == 4.0  # 'Graph compilation: 100%|...| 100/100 [00:04<00:00]'
+
+
+def test_graphcore_compile_time_only_where_the_log_gives_it() -> None:
+    from orchestrator.sites.vendors import graphcore
+
+    bar = "Graph compilation: 100%|##########| 100/100 [{}<00:00]"
+    assert graphcore.compile_seconds(bar.format("01:02:03")) == 3723.0
+    assert graphcore.compile_seconds(bar.format("02:30") + "\n" + bar.format("00:07")) == 7.0  # the last bar
+    assert graphcore.compile_seconds("Graph compilation:  40%|####| 40/100 [00:02<00:03]") is None  # unfinished
+    gpt2 = (SAMPLES / "graphcore_gpt2.log").read_text()
+    assert "compile_s" not in graphcore.figures(gpt2, 1, 8.0, 1024)[0]
 
 
 def test_graphcore_bert_training_metrics(tmp_path: Path) -> None:

@@ -47,6 +47,22 @@ def test_sambanova_gpt2_xl_compiles_then_runs_data_parallel_then_adapts() -> Non
                          "metrics.json"]
 
 
+@pytest.mark.parametrize("system, precision, devices", [("sambanova", "bf16", 8), ("graphcore", "fp16", 8)])
+def test_gradient_accumulation_reaches_the_vendor_command(system: str, precision: str, devices: int) -> None:
+    """Study A Fig. 6b-c: the sweep's grad_accum is the vendor tool's accumulation count; GAS 1 leaves
+    SambaFlow's documented command as it was."""
+    model = {"sambanova": "gpt2-xl", "graphcore": "gpt2"}[system]
+    flag = {"sambanova": "--gradient_accumulation_steps", "graphcore": "--gradient-accumulation"}[system]
+    for accum in (4, 32):
+        steps = commands(plan(system, "gpt2", precision, devices=devices, batch=1, seq=1024, model=model,
+                              grad_accum=accum))
+        tool = [step for step in steps if any(w.endswith((".py", "train_gpt2.py")) for w in step)]
+        assert tool and all(step[step.index(flag) + 1] == str(accum) for step in tool)
+    single = commands(plan(system, "gpt2", precision, devices=devices, batch=1, seq=1024, model=model))
+    if system == "sambanova":
+        assert not any(flag in step for step in single)
+
+
 def test_cerebras_writes_the_runs_values_into_the_model_zoos_params() -> None:
     params, run, adapt = commands(plan("cerebras", "transformer_block", "bf16", batch=16, seq=1024, hidden=1600,
                                        heads=25, warmup=5, iters=20))
@@ -80,8 +96,9 @@ def test_groq_runs_the_proof_point() -> None:
 @pytest.mark.parametrize("system, workload, precision, kw, reason", [
     ("sambanova", "gemm", "bf16", {}, "SambaNova SN30: no documented vendor application for workload gemm"),
     ("sambanova", "gpt2", "bf16", dict(batch=1, seq=1024, model="gpt-13b"), "runs only model=gpt2-xl"),
-    ("sambanova", "gpt2", "bf16", dict(batch=1, seq=1024, model="gpt2-xl", grad_accum=4),
-     "has no equivalent of grad_accum=4"),
+    ("sambanova", "gpt2", "bf16", dict(batch=1, seq=1024, model="gpt2-xl", sparsity=0.6),
+     "has no equivalent of sparsity=0.6"),
+    ("sambanova", "bert", "bf16", dict(batch=32, seq=128, grad_accum=4), "has no equivalent of grad_accum=4"),
     ("sambanova", "gpt2", "bf16", dict(batch=1, seq=2048, model="gpt2-xl"), "compiled for sequence 1024, not 2048"),
     ("graphcore", "gpt2", "fp16", dict(devices=2, batch=1, seq=1024, model="gpt2"), "needs a multiple of 4 IPUs"),
     ("graphcore", "bert", "fp32", dict(devices=4, batch=32, seq=128), "runs fp16, not fp32"),

@@ -99,6 +99,7 @@ class ConstantPower:
         return self.watts
 
 
+@pytest.mark.measures  # a 10 ms sampler thread: a loaded machine delays its samples
 def test_sampled_power_is_integrated_over_the_region() -> None:
     meter = energy.Meter(ConstantPower(250.0), interval_s=0.01)
     meter.resume()
@@ -159,6 +160,7 @@ def test_no_counter_here_means_none(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert energy.for_device("cpu", 0, 0).reading().source == "none"
 
 
+@pytest.mark.measures  # a counter climbs in real time beside the run: others' load would skew the power
 def test_a_workload_reports_the_energy_of_its_timed_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real GEMM run while the counter file climbs at 40 W: the metrics file says rapl, about 40 W,
     and joules per step consistent with its own step times; the file passes the orchestrator's schema."""

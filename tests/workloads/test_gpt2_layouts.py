@@ -50,8 +50,13 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]
 
 
 def _same_loss(doc: dict[str, Any], reference: dict[str, Any]) -> None:
+    """The same loss as the plain run, and the same per-step loss series (series.loss: read on every
+    rank after the timed steps, the last stage's with pipeline stages, the group's mean with cp)."""
     assert math.isclose(doc["metrics"]["loss"], reference["metrics"]["loss"], rel_tol=1e-5), (
         doc["metrics"]["loss"], reference["metrics"]["loss"])
+    mine, theirs = doc["series"]["loss"], reference["series"]["loss"]
+    assert mine["steps"] == theirs["steps"] == [1, 2]
+    assert all(math.isclose(a, b, rel_tol=1e-5) for a, b in zip(mine["values"], theirs["values"])), (mine, theirs)
 
 
 @pytest.mark.slow

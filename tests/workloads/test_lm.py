@@ -128,3 +128,29 @@ def test_deepspeed_fp16_on_cpu_follows_the_cpu() -> None:
         assert "fp16" in proc.stdout and "tokens_per_s=" in proc.stdout
     else:
         assert proc.returncode == 2 and "fp16" in proc.stderr.splitlines()[-1]
+
+
+def test_gpt2_writes_its_loss_per_step(run_workload) -> None:
+    """series.loss: every optimiser step's loss (warm-up included), the last one the metrics' loss;
+    no compile_s without --compile."""
+    doc = run_workload("workloads.gpt2", [*TINY, "--grad-accum", "2"])
+    loss = doc["series"]["loss"]
+    assert loss["every"] == 1 and loss["steps"] == [1, 2, 3]  # 1 warm-up + 2 timed
+    assert len(loss["values"]) == 3 and all(0 < v < 20 for v in loss["values"])
+    assert loss["values"][-1] == pytest.approx(doc["metrics"]["loss"], rel=1e-6)
+    assert "compile_s" not in doc["metrics"]
+
+
+def test_gpt2_loss_series_by_epochs(run_workload) -> None:
+    doc = run_workload("workloads.gpt2", [*TINY, "--data", "text", "--epochs", "2", "--max-steps-per-epoch", "3"])
+    assert doc["series"]["loss"]["steps"] == [1, 2, 3, 4, 5, 6]
+
+
+def test_gpt2_compile_step_is_timed_apart(run_workload) -> None:
+    """--compile: the first step (tracing and compiling) is compile_s, outside the timed steps; with
+    --warmup 0 it is still run untimed (nothing compiles inside the timed region)."""
+    doc = run_workload("workloads.gpt2", [*TINY, "--warmup", "0", "--compile", "true"], timeout=600)
+    timing = doc["timing"]
+    assert timing["warmup_steps"] == 1 and timing["timed_steps"] == 2 and len(timing["step_times_s"]) == 2
+    assert doc["metrics"]["compile_s"] > 0
+    assert doc["series"]["loss"]["steps"] == [1, 2, 3]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import statistics
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.workloads.workload_helpers import REPO, _env, load_valid
-from workloads.serving import figures, launch, loadgen
+from workloads.serving import figures, launch, loadgen, spec
 
 QUICK = ["--model", "tiny", "--input-len", "16", "--output-len", "6", "--warmup", "1"]
 
@@ -95,6 +96,75 @@ def test_closed_loop_concurrency(tmp_path: Path) -> None:
     # The server serves one request at a time: with 3 clients, later requests queue, so some
     # request's TTFT includes another's whole generation.
     assert max(r["chunk_s"][0] for r in records) > min(r["latency_s"] for r in records)
+
+
+def test_length_distributions_follow_their_spec() -> None:
+    """fixed, uniform and normal lengths: seeded, within their bounds, of the asked mean."""
+    fixed = spec.length_dist("input", "fixed", 40)
+    assert fixed.sample(5, seed=1) == [40] * 5 and (fixed.low, fixed.high) == (40, 40)
+    uniform = spec.length_dist("input", "uniform", 999, low=10, high=50)
+    drawn = uniform.sample(20_000, seed=7)
+    assert drawn == uniform.sample(20_000, seed=7) and drawn != uniform.sample(20_000, seed=8)
+    assert min(drawn) == 10 and max(drawn) == 50  # both ends reached, none past them
+    assert statistics.fmean(drawn) == pytest.approx(30, abs=0.3) and uniform.mean == 30  # 999 is not used
+    assert len(set(drawn)) == 41
+    normal = spec.length_dist("output", "normal", 100, stdev=15)
+    assert (normal.low, normal.high) == (1, 199)  # clipped symmetrically by default
+    drawn = normal.sample(20_000, seed=3)
+    assert statistics.fmean(drawn) == pytest.approx(100, abs=0.5)
+    assert statistics.stdev(drawn) == pytest.approx(15, rel=0.05)
+    clipped = spec.length_dist("output", "normal", 100, low=90, high=105, stdev=30).sample(5_000, seed=3)
+    assert min(clipped) == 90 and max(clipped) == 105
+    assert clipped.count(105) > clipped.count(104) * 3  # the tail past 105 piles up at the bound
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"input_dist": "zipf"}, "input_dist 'zipf': expected one of fixed, uniform, normal"),
+    ({"input_dist": "uniform", "input_min": 10}, "input_dist uniform needs 1 <= input_min <= input_max"),
+    ({"output_dist": "uniform", "output_min": 9, "output_max": 3}, "output_min=9, output_max=3"),
+    ({"output_dist": "normal"}, "output_dist normal needs a positive output_stdev"),
+    ({"output_dist": "normal", "output_stdev": 5, "output_len": 10, "output_max": 8},
+     "1 <= output_min <= output_len <= output_max"),
+    ({"input_len": 0}, "input_len must be a positive number of tokens"),
+    ({"input_min": "ten", "input_dist": "uniform"}, "input_min 'ten' is not a whole number"),
+    ({"input_dist": "uniform", "input_min": 10, "input_max": 1000, "output_len": 64},
+     "the longest request (1064 tokens"),
+])
+def test_bad_length_distributions_are_refused_at_plan_time(params: dict[str, Any], message: str) -> None:
+    from workloads import registry
+
+    refusal = registry.get("llm_serving").refusal
+    assert refusal is not None
+    assert message in (refusal({"rate": 1, "model": "tiny", **params}) or ""), refusal({"rate": 1, **params})
+
+
+def test_per_request_lengths_in_the_records_and_the_figures(tmp_path: Path) -> None:
+    """Drawn lengths reach the server per request and are kept in each record; TPOT and tokens/s
+    use each request's own output length (checked by hand from the records)."""
+    args = ["--model", "tiny", "--warmup", "1", "--arrival", "concurrency", "--concurrency", "2",
+            "--num-requests", "12", "--seed", "5", "--input-dist", "uniform", "--input-min", "4", "--input-max", "40",
+            "--output-len", "6", "--output-dist", "normal", "--output-stdev", "3", "--output-min", "2",
+            "--output-max", "10", "--slo", "none"]
+    proc = _serve(tmp_path, args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = load_valid(tmp_path / "metrics.json")
+    records = sorted(_records(tmp_path), key=lambda r: r["index"])
+    expected_in = spec.length_dist("input", "uniform", 6, low=4, high=40).sample(12, 20_000 + 5)
+    expected_out = spec.length_dist("output", "normal", 6, low=2, high=10, stdev=3).sample(12, 30_000 + 5)
+    assert [r["input_tokens"] for r in records] == expected_in
+    assert [r["output_len"] for r in records] == expected_out
+    assert len(set(expected_out)) > 2 and len(set(expected_in)) > 2  # the draw did vary
+    assert all(r["ok"] and r["output_tokens"] == r["output_len"] == len(r["chunk_s"]) for r in records)
+    tpot = [(r["latency_s"] - r["chunk_s"][0]) / (r["output_tokens"] - 1) for r in records]
+    figures_ = m["metrics"]
+    assert figures_["tpot_p50_s"] == pytest.approx(_pct(tpot, 50), rel=1e-12)
+    assert figures_["tpot_s"] == pytest.approx(statistics.fmean(tpot), rel=1e-12)
+    assert figures_["itl_count"] == sum(r["output_len"] - 1 for r in records)
+    duration = figures_["duration_s"]
+    assert figures_["output_tokens_per_s"] == pytest.approx(sum(expected_out) / duration, rel=1e-12)
+    assert figures_["input_tokens_per_s"] == pytest.approx(sum(expected_in) / duration, rel=1e-12)
+    assert figures_["input_len"] == 22 and figures_["output_len"] == 6  # the distributions' means
+    assert m["serving"]["lengths"]["output"] == {"kind": "normal", "mean": 6, "low": 2, "high": 10, "stdev": 3.0}
 
 
 def test_port_already_taken(tmp_path: Path) -> None:
@@ -207,6 +277,38 @@ def test_gpu_server_commands_are_rendered() -> None:
     assert "-m sglang.launch_server --model-path /tmp/m" in sglang and "--tp 2" in sglang
     with pytest.raises(ValueError):
         command("endpoint")
+
+
+def test_gaudi_and_tgi_server_commands_are_rendered() -> None:
+    """TGI and Intel Gaudi's vLLM cannot run here (no Gaudi, not installed): their command lines and
+    environments, as text; every word stays one argv element (no shell), odd characters and all."""
+    odd_dir = "/tmp/model dir/$(touch x)'q"
+
+    def command(backend: str, device: str, tp: int = 8, dtype: str = "bfloat16") -> list[str]:
+        return launch.server_command(backend, host="0.0.0.0", port=8123, model="llama2-7b", model_dir=odd_dir,
+                                     tp=tp, dtype=dtype, max_len=1152, seed=3, device=device, max_input=1024,
+                                     extra="--max-num-seqs 16")
+
+    gaudi = command("vllm", "hpu")
+    assert gaudi[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert gaudi[gaudi.index("--model") + 1] == odd_dir
+    assert shlex.split(shlex.join(gaudi)) == gaudi
+    joined = " ".join(gaudi)
+    for part in ("--tensor-parallel-size 8", "--block-size 128", "--dtype bfloat16", "--load-format dummy",
+                 "--port 8123", "--served-model-name llama2-7b", "--max-model-len 1152", "--max-num-seqs 16"):
+        assert part in joined, part
+    assert command("vllm", "cuda")[:2] == ["vllm", "serve"]  # CUDA and ROCm keep `vllm serve`
+    tgi = command("tgi", "hpu")
+    assert tgi[0] == "text-generation-launcher" and tgi[tgi.index("--model-id") + 1] == odd_dir
+    joined = " ".join(tgi)
+    for part in ("--num-shard 8", "--sharded true", "--port 8123", "--hostname 0.0.0.0", "--max-input-tokens 1024",
+                 "--max-total-tokens 1152", "--dtype bfloat16"):
+        assert part in joined, part
+    one = command("tgi", "cuda", tp=1, dtype="float32")
+    assert "--sharded" not in one and "--dtype" not in one and one[one.index("--num-shard") + 1] == "1"
+    assert launch.server_env("vllm", "hpu", 8) == {"PT_HPU_ENABLE_LAZY_COLLECTIVES": "true"}
+    assert launch.server_env("tgi", "hpu", 2) == {"PT_HPU_ENABLE_LAZY_COLLECTIVES": "true"}
+    assert launch.server_env("vllm", "hpu", 1) == {} and launch.server_env("vllm", "cuda", 8) == {}
 
 
 def test_slo_presets_and_arrivals() -> None:

@@ -218,3 +218,15 @@ class IntervalClock:
                 pairs[-1][1].synchronize()
             return [a.elapsed_time(b) / 1000.0 for a, b in pairs]
         return [b - a for a, b in pairs]
+
+
+def first_step_time(device: Device, step: Callable[[], Any]) -> float:
+    """Wall seconds of one step run apart from the others, from an idle device to an idle device
+    (``torch.compile``'s first step: tracing, compiling and one execution; ``compile_s``)."""
+    device.mark_step()
+    device.synchronize()
+    began = time.perf_counter()
+    step()
+    device.mark_step()
+    device.synchronize()
+    return time.perf_counter() - began

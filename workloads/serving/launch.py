@@ -5,11 +5,31 @@ Each backend is one command line, built from the run's parameters:
 - ``builtin``: ``python -m workloads.serving.cpu_server`` (orch's own; runs anywhere, tested here);
 - ``vllm``: ``vllm serve DIR --load-format dummy`` over a Llama config written at start (random
   weights, no download; CUDA and ROCm sites, or Gaudi with vLLM's HPU build);
+- ``vllm`` on ``--device hpu`` (Intel Gaudi2/3): Intel's vLLM for Gaudi (the vllm-fork, now the
+  vllm-gaudi plug-in, found by vLLM's HPU autodetection) through the entry point and flags of
+  Habana's "Inference Using vLLM" page, ``python -m vllm.entrypoints.openai.api_server
+  --model DIR --block-size 128 --tensor-parallel-size N``, with
+  ``PT_HPU_ENABLE_LAZY_COLLECTIVES=true`` when N > 1 (HPU graphs with tensor parallelism);
 - ``sglang``: ``python -m sglang.launch_server --model-path DIR --load-format dummy``;
+- ``tgi``: Hugging Face Text Generation Inference, ``text-generation-launcher --model-id DIR
+  --port P --num-shard N`` (``--sharded true`` when N > 1); on Gaudi the tgi-gaudi build of the
+  same launcher, with ``PT_HPU_ENABLE_LAZY_COLLECTIVES=true`` for several shards. TGI has no dummy
+  load format: ``DIR`` must hold weights (``--server-args`` may point ``--model-id`` elsewhere);
 - ``endpoint``: no server; ``--endpoint URL`` names one already running.
 
-vLLM and SGLang cannot run on the project's machines (no GPU, not installed): their command
-lines are tested as text (tests/workloads/test_serving.py), never as servers.
+vLLM, SGLang and TGI cannot run on the project's machines (no GPU or Gaudi, not installed): their
+command lines are tested as text (tests/workloads/test_serving.py), never as servers.
+
+Sources of the Gaudi command lines (read, not run):
+- vLLM: https://docs.habana.ai/en/latest/PyTorch/vLLM_Inference/vLLM_Inference.html (Inference
+  Using vLLM: ``python -m vllm.entrypoints.openai.api_server --model=... --dtype=bfloat16
+  --block-size=128 --max-num-seqs=4 --tensor-parallel-size=1``) and
+  https://docs.vllm.ai/projects/gaudi/en/0.13.0/features/supported_features.html (HPU autodetection,
+  tensor parallel inference);
+- TGI: https://huggingface.co/docs/optimum-habana/tutorials/tgi (Optimum Habana: TGI on Gaudi,
+  ``--model-id ... --max-input-tokens ... --max-total-tokens ...``) and
+  https://github.com/huggingface/tgi-gaudi (README: on 8 cards ``--sharded true --num-shard 8``
+  with ``PT_HPU_ENABLE_LAZY_COLLECTIVES=true``).
 
 Failure classes (``serving_failure.json``, exit code): ``port_in_use`` (5) when the port is taken
 before or as the server starts; ``server_unhealthy`` (3) when ``/health`` does not answer 200
@@ -35,8 +55,8 @@ from typing import Any
 
 from workloads.serving.spec import BACKENDS, EXIT_CODES
 
-__all__ = ["BACKENDS", "EXIT_CODES", "Server", "ServingFailure", "free_port", "server_command", "start",
-           "wait_healthy"]
+__all__ = ["BACKENDS", "EXIT_CODES", "Server", "ServingFailure", "free_port", "server_command", "server_env",
+           "start", "wait_healthy"]
 
 
 class ServingFailure(Exception):
@@ -74,11 +94,19 @@ def llama_config(size: dict[str, Any], dtype: str) -> dict[str, Any]:
 
 
 def server_command(backend: str, *, host: str, port: int, model: str, model_dir: str, tp: int, dtype: str,
-                   max_len: int, seed: int, extra: str = "") -> list[str]:
-    """The argv that starts ``backend``'s server (``extra``: the sweep's ``server_args``, appended)."""
+                   max_len: int, seed: int, extra: str = "", device: str = "cuda",
+                   max_input: int | None = None) -> list[str]:
+    """The argv that starts ``backend``'s server on ``device`` (``extra``: the sweep's
+    ``server_args``, appended; ``max_input``: the longest prompt, TGI's ``--max-input-tokens``)."""
     if backend == "builtin":
         argv = [sys.executable, "-m", "workloads.serving.cpu_server", "--host", host, "--port", str(port),
                 "--model", model, "--seed", str(seed), "--dtype", dtype]
+    elif backend == "vllm" and device == "hpu":
+        argv = _vllm_gaudi(host=host, port=port, model=model, model_dir=model_dir, tp=tp, dtype=dtype,
+                           max_len=max_len, seed=seed)
+    elif backend == "tgi":
+        argv = _tgi(host=host, port=port, model_dir=model_dir, tp=tp, dtype=dtype, max_len=max_len,
+                    max_input=max_input if max_input is not None else max_len - 1)
     elif backend == "vllm":
         argv = ["vllm", "serve", model_dir, "--host", host, "--port", str(port), "--served-model-name", model,
                 "--load-format", "dummy", "--skip-tokenizer-init", "--tensor-parallel-size", str(tp),
@@ -92,6 +120,37 @@ def server_command(backend: str, *, host: str, port: int, model: str, model_dir:
         raise ValueError(f"backend {backend!r} starts no server")
     return argv + shlex.split(extra)
 
+
+def _vllm_gaudi(*, host: str, port: int, model: str, model_dir: str, tp: int, dtype: str, max_len: int,
+                seed: int) -> list[str]:
+    """Intel's vLLM for Gaudi, as Habana's "Inference Using vLLM" page starts it (module docstring)."""
+    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--host", host,
+            "--port", str(port), "--served-model-name", model, "--load-format", "dummy", "--skip-tokenizer-init",
+            "--tensor-parallel-size", str(tp), "--dtype", dtype, "--block-size", "128",
+            "--max-model-len", str(max_len), "--seed", str(seed)]
+
+
+# TGI's --dtype takes these two only; fp32 is its default (no flag).
+_TGI_DTYPES = {"float16": "float16", "bfloat16": "bfloat16"}
+
+
+def _tgi(*, host: str, port: int, model_dir: str, tp: int, dtype: str, max_len: int, max_input: int) -> list[str]:
+    """``text-generation-launcher`` (TGI, or tgi-gaudi on Gaudi: the same flags; module docstring)."""
+    argv = ["text-generation-launcher", "--model-id", model_dir, "--hostname", host, "--port", str(port),
+            "--num-shard", str(tp), "--max-input-tokens", str(max_input), "--max-total-tokens", str(max_len)]
+    if tp > 1:
+        argv += ["--sharded", "true"]
+    if dtype in _TGI_DTYPES:
+        argv += ["--dtype", _TGI_DTYPES[dtype]]
+    return argv
+
+
+def server_env(backend: str, device: str, tp: int) -> dict[str, str]:
+    """Environment the server needs beyond the job's: on Gaudi, lazy collectives for tensor
+    parallelism with HPU graphs (tgi-gaudi README; Habana's vLLM pages)."""
+    if device == "hpu" and backend in ("vllm", "tgi") and tp > 1:
+        return {"PT_HPU_ENABLE_LAZY_COLLECTIVES": "true"}
+    return {}
 
 def health_url(backend: str, base: str) -> str:
     # vLLM and the builtin server answer /health; SGLang too (and /health_generate); TGI /health.
@@ -128,8 +187,9 @@ class Server:
             pass
 
 
-def start(argv: list[str], *, host: str, port: int, log_path: Path) -> Server:
-    """Start ``argv`` in its own process group, its output in ``log_path``; a taken port first."""
+def start(argv: list[str], *, host: str, port: int, log_path: Path, env: dict[str, str] | None = None) -> Server:
+    """Start ``argv`` in its own process group, its output in ``log_path``, ``env`` added to the
+    job's environment; a taken port first."""
     if port_taken(host, port):
         raise ServingFailure("port_in_use", f"port {port} on {host} is already in use: the server cannot listen "
                                             "there (another server, or another run on this node); set --port 0 "
@@ -137,7 +197,8 @@ def start(argv: list[str], *, host: str, port: int, log_path: Path) -> Server:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, preexec_fn=_die_with_parent)
+                                   start_new_session=True, preexec_fn=_die_with_parent,
+                                   env={**os.environ, **env} if env else None)
     return Server(f"http://{host}:{port}", process, log_path)
 
 

@@ -15,8 +15,9 @@ Arrivals (the field's three):
 - ``concurrency``: closed loop, ``concurrency`` clients each sending its next request when its
   last one ends (GuideLLM's ``concurrent``, AIPerf's ``--concurrency``).
 
-Every request streams (``stream: true``) and asks for exactly ``output_len`` tokens
-(``ignore_eos``, ``min_tokens``); the time of each received chunk is kept, relative to the
+Every request streams (``stream: true``) and asks for exactly its own output length (``ignore_eos``,
+``min_tokens``; lengths drawn by workloads/serving/spec.py's LengthDist, kept in the record as
+``output_len``, the tokens received as ``output_tokens``); the time of each received chunk is kept, relative to the
 request's send time, so TTFT, ITL and TPOT can be recomputed from the records alone.
 """
 
@@ -27,7 +28,7 @@ import json
 import random
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
 from workloads.serving.spec import ARRIVALS
@@ -44,6 +45,7 @@ class Record:
     scheduled_s: float  # when the arrival process wanted it sent
     sent_s: float
     input_tokens: int
+    output_len: int = 0  # the output tokens asked for (max_tokens = min_tokens)
     ok: bool = False
     latency_s: float | None = None  # send to last byte
     chunk_s: list[float] = field(default_factory=list)  # each content chunk's arrival
@@ -72,10 +74,17 @@ def arrival_offsets(arrival: str, rate: float, count: int, seed: int) -> list[fl
     return offsets
 
 
-def prompts(count: int, input_len: int, vocab: int, seed: int) -> list[list[int]]:
-    """Random token-id prompts of ``input_len`` tokens (ids below ``vocab``)."""
+def prompts(lengths: Sequence[int], vocab: int, seed: int) -> list[list[int]]:
+    """Random token-id prompts, one of each of ``lengths`` tokens (ids below ``vocab``)."""
     rng = random.Random(10_000 + seed)
-    return [[rng.randrange(vocab) for _ in range(input_len)] for _ in range(count)]
+    return [[rng.randrange(vocab) for _ in range(length)] for length in lengths]
+
+
+def _per_request(output_len: int | Sequence[int], count: int) -> list[int]:
+    lengths = [output_len] * count if isinstance(output_len, int) else list(output_len)
+    if len(lengths) != count:
+        raise ValueError(f"{len(lengths)} output lengths for {count} prompts")
+    return lengths
 
 
 async def _stream_completion(url: str, body: dict[str, Any], record: Record, clock: Callable[[], float],
@@ -167,7 +176,7 @@ class LoadResult:
 
 
 async def _run(url: str, model: str, arrival: str, rate: float, concurrency: int, prompt_ids: list[list[int]],
-               output_len: int, seed: int, timeout_s: float, on_record: Callable[[Record], None]) -> LoadResult:
+               output_lens: list[int], seed: int, timeout_s: float, on_record: Callable[[Record], None]) -> LoadResult:
     start = time.perf_counter()
 
     def clock() -> float:
@@ -178,9 +187,11 @@ async def _run(url: str, model: str, arrival: str, rate: float, concurrency: int
     stop = asyncio.Event()
 
     async def one(index: int, scheduled: float) -> None:
-        record = Record(index=index, scheduled_s=scheduled, sent_s=clock(), input_tokens=len(prompt_ids[index]))
+        wanted = output_lens[index]
+        record = Record(index=index, scheduled_s=scheduled, sent_s=clock(), input_tokens=len(prompt_ids[index]),
+                        output_len=wanted)
         records.append(record)
-        body = {"model": model, "prompt": prompt_ids[index], "max_tokens": output_len, "min_tokens": output_len,
+        body = {"model": model, "prompt": prompt_ids[index], "max_tokens": wanted, "min_tokens": wanted,
                 "ignore_eos": True, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
         try:
             await _stream_completion(url, body, record, clock, timeout_s)
@@ -219,12 +230,14 @@ async def _run(url: str, model: str, arrival: str, rate: float, concurrency: int
 
 
 def run_load(url: str, *, model: str, arrival: str, rate: float, concurrency: int, prompt_ids: list[list[int]],
-             output_len: int, seed: int = 0, timeout_s: float = 600.0,
+             output_len: int | Sequence[int], seed: int = 0, timeout_s: float = 600.0,
              on_record: Callable[[Record], None] = lambda r: None) -> LoadResult:
-    """Drive ``url`` (``.../v1/completions``) with ``prompt_ids`` by ``arrival``; ``on_record`` is
+    """Drive ``url`` (``.../v1/completions``) with ``prompt_ids`` by ``arrival``, asking for
+    ``output_len`` tokens of each (one figure for all, or one per prompt); ``on_record`` is
     called as each request ends (the workload appends it to requests.jsonl at once, so a crash
     later loses none of them)."""
     if arrival not in ARRIVALS:
         raise ValueError(f"arrival {arrival!r}: expected one of {', '.join(ARRIVALS)}")
-    return asyncio.run(_run(url, model, arrival, rate, concurrency, prompt_ids, output_len, seed, timeout_s,
+    output_lens = _per_request(output_len, len(prompt_ids))
+    return asyncio.run(_run(url, model, arrival, rate, concurrency, prompt_ids, output_lens, seed, timeout_s,
                             on_record))

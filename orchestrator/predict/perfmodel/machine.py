@@ -57,6 +57,7 @@ FALLBACK_EFFICIENCY = Efficiency(0.4, 0.6, 0.5, 20.0, "default (other devices): 
 MATMUL_EFFICIENCY: dict[tuple[str, str], float] = {
     ("A100", "16bit"): 0.68,  # fit half: 0.677 (Megatron SC21/Korthikanti/2020 README, LLM Foundry, torchtitan)
     ("H100", "16bit"): 0.51,  # fit half: 0.513 (LLM Foundry)
+    ("H200", "16bit"): 0.51,  # no H200 measurement: the H100's (same GH100 die and clocks, more HBM)
     ("V100", "16bit"): 0.52,  # fit half: 0.520 (Megatron 2019 blog, v1.0 blog, 2020 README)
     ("A100", "fp32"): 0.8,
     ("H100", "fp32"): 0.8,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from orchestrator.states import FailureClass, RunState
@@ -184,6 +184,18 @@ class MetricValue(Base):
     __table_args__ = {"sqlite_with_rowid": False}
     attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id"), primary_key=True)
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
+
+
+class MetricSeries(Base):
+    """One point of a per-step series of one attempt (migration 0014): the ``series`` of its
+    metrics file, e.g. the training loss at every k-th optimiser step (``loss_curve`` figure)."""
+
+    __tablename__ = "metric_series"
+    __table_args__ = {"sqlite_with_rowid": False}
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    step: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     value: Mapped[float] = mapped_column(Float)
 
 

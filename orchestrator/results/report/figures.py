@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from orchestrator.results.report.curves import loss_curve
 from orchestrator.results.report.model import (
     MAX_CATEGORIES,
     MAX_PANELS,
@@ -632,7 +633,8 @@ def inference(src: Source) -> FigureData | Skip:
     # The view pivots every metric value before it filters: ask it only when inference ran.
     if not src.query(f"SELECT run_id FROM results WHERE workload = 'llm_inference'{src.where_sweep()} LIMIT 1"):
         return Skip(key, title, "no inference results")
-    extra = [c for c in ("mbu", "cost_per_1m_tokens") if c in src.columns("inference")]
+    extra = [c for c in ("ttft_p99_s", "ttft_samples", "p99_note", "mbu", "cost_per_1m_tokens")
+             if c in src.columns("inference")]
     rows = [r for r in src.query(f"SELECT {', '.join([*INFERENCE_COLUMNS, *extra])} FROM inference "
                                  f"WHERE 1=1{src.where_sweep()}")
             if number(r["output_tokens_per_s"]) is not None and number(r["tpot_s"]) is not None]
@@ -662,11 +664,15 @@ def inference(src: Source) -> FigureData | Skip:
     if concurrency:
         panels.append(Panel("time to first token (p50)", "concurrent users", "time to first token (s)", "lines",
                             first_token, xlog=log_base(concurrency)))
+    few = sum(1 for r in table_rows if r.get("p99_note"))
+    if few:  # a tail percentile of a few iterations is the slowest of them, not a p99 (issue 27)
+        notes.append(f"{few} run(s) with too few timed iterations for their TTFT p99 (or p90): see p99_note")
     return FigureData(key, title, "View inference (study D.3): one point per run, at its number of concurrent "
                       "users, joined in that order; time per output token against total output tokens/s, and the "
                       "median time to first token (prefill).", panels,
                       table(["configuration", "concurrency", "output_tokens_per_s", "tpot_s", "ttft_p50_s", *extra],
-                            table_rows, ["concurrency", "output_tokens_per_s", "tpot_s"]), notes)
+                            table_rows, ["concurrency", "output_tokens_per_s", "tpot_s",
+                                         *(c for c in ("ttft_samples", "p99_note") if c in extra)]), notes)
 
 
 # ------------------------------------------------------------------ serving (issue 28)
@@ -912,4 +918,5 @@ BUILDERS: dict[str, Builder] = {
     "summary": summary, "throughput": throughput_by_system, "scaling": scaling,
     "scaling-inference": scaling_inference, "strategies": strategies, "seq_len": sequence_length,
     "grad_accum": grad_accumulation, "primitives": primitives, "collectives": collectives, "inference": inference,
-    "serving": serving, "predictions": predictions, "references": references, "cost": cost, "failures": failures}
+    "serving": serving, "loss_curve": loss_curve, "predictions": predictions, "references": references,
+    "cost": cost, "failures": failures}

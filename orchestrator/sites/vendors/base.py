@@ -18,6 +18,14 @@ Which workloads, precisions and parameter values a vendor can run is each runner
 :meth:`VendorRunner.supports`; :func:`orchestrator.plan.resolve.resolve` asks it once and keeps a
 run it refuses as skipped with the reason.
 
+Strategies: the vendor's tool spreads a run over its devices by its own scheme (SambaFlow's
+``--data-parallel --reduce-on-rdu``, the model zoo's ``--num_csx``, PopTorch's pipelined replicas),
+none of orch's PyTorch strategies (ddp, fsdp-*, zero1-3). A runner declares the orch strategies it
+honours (:attr:`VendorRunner.honours_strategies`, none for every vendor here) and the name of its
+own scheme (:attr:`VendorRunner.vendor_strategy`, e.g. ``vendor-dp``); a run that asks another
+strategy is skipped at plan with the reason, and a planned vendor run is recorded with the
+strategy the runner applies (:func:`recorded_strategy`), never with one it does not.
+
 Everything here is standard-library Python (plus ``workloads.registry``, pure Python): the
 adapter modules run on the vendor's login or compute node inside the vendor's own virtual
 environment, which has neither torch nor orch's dependencies.
@@ -90,6 +98,25 @@ class VendorRunner(Launcher):
     # A run the system can do, for `orch sites check` and the golden scripts: (workload, batch
     # size, sequence length, parameters); orch's own launchers use a GEMM instead.
     check_case: ClassVar[tuple[str, int | None, int | None, tuple[tuple[str, Any], ...]]] = ("gemm", None, None, ())
+    # orch strategies (the sweep's ``strategy`` axis) the vendor's tool honours: none here, since
+    # every vendor runs its own scheme; a run asking one it does not honour is skipped at plan.
+    honours_strategies: ClassVar[frozenset[str]] = frozenset()
+    # The vendor's own scheme, by the name the results record in their strategy column, and in words.
+    vendor_strategy: ClassVar[str | None] = "vendor-dp"
+    parallelism: ClassVar[str] = "the vendor's own data parallelism"
+
+    def applied_strategy(self, workload: str, devices: int) -> str | None:
+        """The strategy this runner applies to a run (what the results record): the vendor's own
+        scheme, at every device count and for every workload, so that a scaling series from one
+        device up stays one group of the ``scaling`` view."""
+        return self.vendor_strategy
+
+    def strategy_refusal(self, strategy: str | None) -> str | None:
+        """Why a run asking ``strategy`` cannot run here (None: unset, or one the runner honours)."""
+        if strategy in (None, "none") or strategy in self.honours_strategies:
+            return None
+        return (f"{self.vendor}: the vendor's tool runs {self.parallelism}, not orch's strategy {strategy}; "
+                f"leave strategy unset for this system (its runs are recorded as {self.vendor_strategy})")
 
     # ---------------------------------------------------------------- what can run
     def supports(self, workload: str, precision: str, values: Mapping[str, Any]) -> str | None:
@@ -99,6 +126,9 @@ class VendorRunner(Launcher):
             known = ", ".join(sorted(self.models)) or "none"
             return (f"{self.vendor}: no documented vendor application for workload {workload} "
                     f"(orch runs {known} here through the vendor's tool)")
+        refused = self.strategy_refusal(values.get("strategy"))
+        if refused:
+            return refused
         if model.precisions and precision not in model.precisions:
             return (f"{self.vendor}: {model.app} runs {', '.join(model.precisions)}, not {precision}")
         entry = registry.get(workload)
@@ -109,7 +139,7 @@ class VendorRunner(Launcher):
                     return (f"{self.vendor}: {model.app} runs only {name}={model.fixed[name]} "
                             f"(the vendor's example), not {value}")
                 continue
-            if name in model.honours or name in NEUTRAL or name not in defaults:
+            if name in model.honours or name in NEUTRAL or name not in defaults or name == "strategy":
                 continue
             if value != defaults[name]:
                 return (f"{self.vendor}: {model.app} has no equivalent of {name}={value} "
@@ -139,7 +169,9 @@ class VendorRunner(Launcher):
         if reason:
             return reason
         values = self.values(req)
-        return self.supports(req.workload, str(values.get("precision", "")), values)
+        # The strategy the run asked (its --strategy flag), not the workload's default for it.
+        asked = dict(zip(req.args[::2], req.args[1::2])).get("--strategy")
+        return self.supports(req.workload, str(values.get("precision", "")), {**values, "strategy": asked})
 
     def pre_steps(self, req: LaunchRequest) -> list[list[str]]:
         values = self.values(req)
@@ -168,6 +200,15 @@ def spec_values(spec: Any) -> dict[str, Any]:
     values.update(precision=spec.precision, devices=spec.devices, strategy=spec.strategy,
                   batch_size=spec.batch_size, seq_len=spec.seq_len)
     return values
+
+
+def recorded_strategy(launcher_name: str | None, workload: str, devices: int, strategy: str | None) -> str | None:
+    """The strategy a run records: the vendor runner's own scheme where a vendor runner places it
+    (see :meth:`VendorRunner.applied_strategy`), else the one the run asked."""
+    runner = runner_for(launcher_name) if launcher_name else None
+    if runner is None:
+        return strategy
+    return runner.applied_strategy(workload, devices)
 
 
 def check_case(launcher_name: str) -> tuple[str, int | None, int | None, tuple[tuple[str, Any], ...]] | None:

@@ -66,6 +66,8 @@ class CerebrasRunner(VendorRunner):
     vendor = "Cerebras CS-2"
     adapter = "orchestrator.sites.vendors.cerebras"
     check_case = ("bert", 256, 128, (("size", "large"),))
+    vendor_strategy = "vendor-dp"
+    parallelism = "the model zoo's own data parallelism over CS-2 systems (run.py --num_csx)"
     models = {
         "gpt2": Model("model zoo gpt2 (params_gpt2_xl.yaml)", _SOURCE, frozenset({"model", "data"}),
                       precisions=("fp16", "bf16")),

@@ -63,6 +63,9 @@ class GraphcoreRunner(VendorRunner):
     vendor = "Graphcore Bow IPU"
     adapter = "orchestrator.sites.vendors.graphcore"
     check_case = ("resnet50", 32, None, (("mode", "train"), ("size", "full")))
+    vendor_strategy = "vendor-dp"
+    parallelism = ("PopTorch's replication (--replication-factor), with the model pipelined over the IPUs of "
+                   "each replica where the example does so (gpt2, bert)")
     models = {
         "gpt2": Model("examples nlp/gpt2/pytorch train_gpt2.py (gpt2, 4 IPUs per replica)", _PAGE,
                       frozenset({"grad_accum", "data"}), fixed={"model": "gpt2"}, precisions=("fp16",)),
@@ -85,6 +88,12 @@ class GraphcoreRunner(VendorRunner):
         if workload == "resnet50" and int(values.get("image_size") or 0) not in (0, 224):
             return f"{self.vendor}: {model.app} trains on 224x224 ImageNet, not {values.get('image_size')}"
         return None
+
+    def applied_strategy(self, workload: str, devices: int) -> str | None:
+        """Pipelined replicas for the examples that pipeline the model over several IPUs."""
+        if workload in ("gpt2", "bert"):
+            return "vendor-pipeline-dp"
+        return super().applied_strategy(workload, devices)
 
     def replicas(self, workload: str, devices: int) -> int:
         return devices // {"gpt2": GPT2_IPUS, "bert": BERT_IPUS}.get(workload, 1)
@@ -149,8 +158,32 @@ _BERT_TIME = re.compile(r"^\s*Training time: (?P<t>[\d.]+) secs")
 _BAR = re.compile(r"throughput: (?P<rate>[\d.]+) samples/sec\]")
 
 
+# PopTorch's compile progress bar, e.g. ``Graph compilation: 100%|...| 100/100 [00:04<00:00]``
+# (elapsed before the ``<``: [H:]MM:SS); the last completed bar is the run's compile.
+_COMPILE = re.compile(r"Graph compilation: 100%\|[^|]*\| *\d+/\d+ \[(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+)<")
+
+
+def compile_seconds(text: str) -> float | None:
+    """Seconds of the last completed ``Graph compilation`` bar in the output, or None."""
+    found = list(_COMPILE.finditer(text))
+    if not found:
+        return None
+    last = found[-1]
+    return int(last["h"] or 0) * 3600.0 + int(last["m"]) * 60.0 + int(last["s"])
+
+
 def figures(text: str, warmup: int, samples_per_step: float, seq_len: int
             ) -> tuple[dict[str, Any], list[float], int, dict[str, Any]]:
+    """The run's figures, step times, warm-up steps and format; ``compile_s`` where the log has it."""
+    metrics, step_times, warm, info = _figures(text, warmup, samples_per_step, seq_len)
+    compiled = compile_seconds(text)
+    if compiled is not None:
+        metrics["compile_s"] = compiled
+    return metrics, step_times, warm, info
+
+
+def _figures(text: str, warmup: int, samples_per_step: float, seq_len: int
+             ) -> tuple[dict[str, Any], list[float], int, dict[str, Any]]:
     lines = text.splitlines()
     steps = [m for m in map(_GPT_STEP.search, lines) if m]
     if steps:

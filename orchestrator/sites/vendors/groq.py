@@ -49,6 +49,8 @@ class GroqRunner(VendorRunner):
     vendor = "GroqCard"
     adapter = "orchestrator.sites.vendors.groq"
     check_case = ("resnet50", 1, None, (("mode", "inference"), ("size", "full")))
+    vendor_strategy = None  # one GroqCard per run (model_check): nothing is spread
+    parallelism = "one GroqCard per run"
     models = {
         "resnet50": Model("GroqFlow proof point resnet50.py (inference, batch 1)", _SOURCE,
                           fixed={"mode": "inference", "size": "full"}, precisions=("fp16",)),

@@ -29,6 +29,12 @@ output for it: the adapter reads the two documented result formats above and, wh
 there, says so and writes nothing), the BERT ``--data_dir`` on SN30, and orch's one instance
 per RDU (ALCF's multi-node GPT example packs two 4-tile instances on each RDU).
 
+Gradient accumulation (study A Fig. 6b, GAS on SN30): ``transformers_hook.py`` reads Hugging Face's
+``TrainingArguments`` (``--per_device_train_batch_size``, ``--do_train``, ``--logging_steps``,
+``--max_steps`` above are theirs), whose accumulation flag is ``--gradient_accumulation_steps``; a
+gpt2 run with ``grad_accum`` > 1 passes it to the compile and the run (GAS 1 renders the documented
+command unchanged). Not verified on an RDU: no ALCF page shows the flag with this application.
+
 Definitions: ``inner train loop time`` is the time of every step of the run (no warm-up is
 excluded) and ``e2e samples_per_sec`` = steps x batch / that time; with several instances orch
 reports the sum of the instances' samples over the longest instance's loop time (the ALCF page
@@ -65,9 +71,12 @@ class SambaNovaRunner(VendorRunner):
     single_process = False  # one instance (Slurm task) per RDU
     max_nodes = None
     check_case = ("bert", 32, 128, (("size", "large"),))
+    vendor_strategy = "vendor-dp"
+    parallelism = ("SambaFlow's data parallelism (compiled with --data-parallel -ws 2, run with --data-parallel "
+                   "--reduce-on-rdu: one instance per RDU, gradients reduced on the RDUs)")
     models = {
-        "gpt2": Model("transformers_on_rdu GPT 1.5B (gpt2_config_xl_50260.json)", _PAGES, frozenset({"data"}),
-                      fixed={"model": "gpt2-xl"}, precisions=("bf16",)),
+        "gpt2": Model("transformers_on_rdu GPT 1.5B (gpt2_config_xl_50260.json)", _PAGES,
+                      frozenset({"data", "grad_accum"}), fixed={"model": "gpt2-xl"}, precisions=("bf16",)),
         "bert": Model("transformers_on_rdu BERT-Large (mlm_ns, sequence 128)", _PAGES,
                       frozenset({"max_predictions"}), fixed={"size": "large"}, precisions=("bf16",)),
         "unet": Model("UNet2D (apps/image/segmentation)", _PAGES, frozenset({"image_size"}),
@@ -140,6 +149,9 @@ class SambaNovaRunner(VendorRunner):
                          "--adam_beta2", "0.98", "--max_grad_norm_clip", "1.0", "--skip_checkpoint"]
         common = ["-b", batch, "--per_device_train_batch_size", batch, "--output_dir=hf_output",
                   "--overwrite_output_dir", "--do_train", "--cache_dir", "cache"]
+        accum = int(values.get("grad_accum", 1) or 1)
+        if req.workload == "gpt2" and accum > 1:  # Hugging Face's TrainingArguments flag (module docstring)
+            common += ["--gradient_accumulation_steps", str(accum)]
         compile_ = [req.python, hook, "compile", *common, *model, *compile_extra, f"--pef-name={pef}",
                     "--output-folder=pef"]
         run = [*srun, req.python, hook, "run", *common, *model, *run_extra, f"--pef=pef/{pef}/{pef}.pef"]

@@ -1,0 +1,22 @@
+#!/bin/bash
+# orch run bb82c940c0b9a0e4: golden/gemm gemm on dgx:b200
+#SBATCH --job-name=orch-bb82c940c0b9a0e4
+#SBATCH --comment=orch-bb82c940c0b9a0e4
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=8
+#SBATCH --time=00:30:00
+#SBATCH --partition=b200
+#SBATCH --account=myproject
+#SBATCH --gres=gpu:8
+#SBATCH --output=/scratch/orch/runs/2-nodes/stdout.log
+#SBATCH --error=/scratch/orch/runs/2-nodes/stderr.log
+set -euo pipefail
+set +u  # module, conda and venv activation scripts read unset variables
+source /home/user/venvs/torch/bin/activate
+set -u
+export ORCH_RUN_ID=bb82c940c0b9a0e4
+export ORCH_RUN_DIR=/scratch/orch/runs/2-nodes
+export PYTHONPATH={WORKLOADS_ROOT}"${PYTHONPATH:+:$PYTHONPATH}"
+cd /scratch/orch/runs/2-nodes
+echo "orch: run $ORCH_RUN_ID on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
+srun --nodes=2 --ntasks-per-node=8 --ntasks=16 python -m workloads.gemm --precision bf16 --device cuda --size-m 4096 --size-n 4096 --size-k 4096 --peak-tflops 2250.0 --output metrics.json
