@@ -49,6 +49,7 @@ def test_bytes_and_flops_by_hand() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.measures  # it compares the rates of three runs: nothing else may load the cores between them
 def test_latency_and_throughput_against_concurrency(tmp_path: Path) -> None:
     figures = {}
     for users in (1, 8, 64):
