@@ -23,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(\S.*)$")
-SUMMARY = re.compile(r"=+ .*\b(\d+) passed.* in (\d+(?:\.\d+)?)s")
+SUMMARY = re.compile(r"\b(\d+) passed\b.*? in (\d+(?:\.\d+)?)s")
 
 
 def durations(log: str) -> dict[str, dict[str, float]]:
