@@ -7,24 +7,17 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 from tests.conftest import run_orch, write
 from tests.e2e.test_report import table_rows
+from tests.standin import stand_in_python
 
-STAND_IN = """#!{python}
-import json, sys
-args = sys.argv[1:]
-spec = json.load(open("spec.json"))
-iters = int(spec["params"]["iters"])
-metrics = {{"concurrency": 4, "input_len": 32, "output_len": 6, "ttft_p50_s": 0.01, "ttft_p90_s": 0.02,
-           "ttft_p99_s": 0.03, "tpot_s": 0.001, "output_tokens_per_s": 100.0, "tokens_per_s": 100.0}}
-json.dump({{"schema": "orch.metrics/1", "workload": spec["workload"], "precision": "fp32",
-           "world_size": spec["devices"], "device": {{"type": "cpu", "model": "stand-in", "count": spec["devices"]}},
-           "metrics": metrics, "timing": {{"warmup_steps": 1, "timed_steps": iters,
-                                           "step_times_s": [0.05] * iters}}}},
-          open(args[args.index("--output") + 1], "w"))
+# The stand-in's figures: an inference run of 4 users, 32 tokens in, 6 out.
+FIGURES = """\
+metrics = {"concurrency": 4, "input_len": 32, "output_len": 6, "ttft_p50_s": 0.01, "ttft_p90_s": 0.02,
+           "ttft_p99_s": 0.03, "tpot_s": 0.001, "output_tokens_per_s": 100.0, "tokens_per_s": 100.0}
+timing = {"warmup_steps": 1, "timed_steps": iters, "step_times_s": [0.05] * iters}
 """
 
 SITE = """\
@@ -50,8 +43,7 @@ experiments:
 
 
 def test_inference_counts_are_integers_and_a_p99_of_few_samples_is_flagged(workdir: Path) -> None:
-    fake = write(workdir / "stand-in", STAND_IN.format(python=sys.executable))
-    fake.chmod(0o755)
+    fake = stand_in_python(workdir, FIGURES)
     write(workdir / "sites" / "standin.yaml", SITE.format(python=fake))
     env = {"ORCH_SITES_PATH": str(workdir / "sites"), "ORCH_LOCAL_CORES": "2", "ORCH_MEMORY_TRACE": "0"}
     ran = run_orch("run", str(write(workdir / "few.yaml", SWEEP)), "--interval", "0.5", "--json", cwd=workdir,

@@ -6,19 +6,17 @@ its own. The site is a local one whose "GPUs" are a stand-in python that writes 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_orch, write
+from tests.standin import stand_in_python
 
-STAND_IN = """#!{python}
-import json, sys
-args = sys.argv[1:]
-json.dump({{"schema": "orch.metrics/1", "workload": "gemm", "precision": "fp32", "world_size": 1,
-           "device": {{"type": "cuda", "model": "stand-in", "count": 1}}, "metrics": {{"tflops": 1.0}},
-           "timing": {{"warmup_steps": 1, "timed_steps": 1}}}}, open(args[args.index("--output") + 1], "w"))
+# The stand-in's figures: 1 TFLOP/s, one timed step.
+FIGURES = """\
+metrics = {"tflops": 1.0}
+timing = {"warmup_steps": 1, "timed_steps": 1}
 """
 
 SITE = """\
@@ -51,8 +49,7 @@ experiments:
 
 
 def test_the_plan_and_the_cost_view_charge_the_same_devices(workdir: Path) -> None:
-    fake = write(workdir / "stand-in", STAND_IN.format(python=sys.executable))
-    fake.chmod(0o755)
+    fake = stand_in_python(workdir, FIGURES, device_type="cuda")
     write(workdir / "sites" / "gpubox.yaml", SITE.format(python=fake))
     env = {"ORCH_SITES_PATH": str(workdir / "sites")}
     sweep = write(workdir / "onecost.yaml", SWEEP)

@@ -7,24 +7,19 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 from tests.conftest import run_orch, write
 from tests.e2e.test_report import figure_sections, table_rows
+from tests.standin import stand_in_python
 
 # tokens/s by workload and devices: gpt2 scales superlinearly (3x on 2 devices), inference does not.
 THROUGHPUT = {"gpt2": {1: 100.0, 2: 300.0}, "llm_inference": {1: 50.0, 2: 80.0}}
 
-STAND_IN = """#!{python}
-import json, sys
-args = sys.argv[1:]
-spec = json.load(open("spec.json"))
-tokens = {throughput}[spec["workload"]][str(spec["devices"])]
-json.dump({{"schema": "orch.metrics/1", "workload": spec["workload"], "precision": "fp32",
-           "world_size": spec["devices"], "device": {{"type": "cpu", "model": "stand-in", "count": spec["devices"]}},
-           "metrics": {{"tokens_per_s": tokens}}, "timing": {{"warmup_steps": 1, "timed_steps": 1}}}},
-          open(args[args.index("--output") + 1], "w"))
+# The stand-in's figures: the table's tokens/s for the run's workload and devices.
+FIGURES = """\
+metrics = {{"tokens_per_s": {throughput}[spec["workload"]][str(spec["devices"])]}}
+timing = {{"warmup_steps": 1, "timed_steps": 1}}
 """
 
 SITE = """\
@@ -58,8 +53,7 @@ experiments:
 
 def test_summary_first_inference_apart_and_superlinear_single_repeats_flagged(workdir: Path) -> None:
     table = json.dumps({w: {str(d): v for d, v in t.items()} for w, t in THROUGHPUT.items()})
-    fake = write(workdir / "stand-in", STAND_IN.format(python=sys.executable, throughput=table))
-    fake.chmod(0o755)
+    fake = stand_in_python(workdir, FIGURES.format(throughput=table))
     write(workdir / "sites" / "standin.yaml", SITE.format(python=fake))
     env = {"ORCH_SITES_PATH": str(workdir / "sites"), "ORCH_LOCAL_CORES": "4", "ORCH_MEMORY_TRACE": "0"}
     ran = run_orch("run", str(write(workdir / "mgmt.yaml", SWEEP)), "--interval", "0.5", "--json", cwd=workdir,
