@@ -23,20 +23,15 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
+from workloads.harness import timing
 from workloads.serving.spec import SLO_PRESETS, parse_slo
 
 __all__ = ["SLO_PRESETS", "compute", "parse_slo", "percentile", "request_tpot"]
 
 
 def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default), None without samples."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+    """The harness's linear-interpolated percentile (numpy's default), None without samples."""
+    return timing.percentile(values, q) if values else None
 
 
 def _spread(prefix: str, values: list[float], mean_name: str | None = None) -> dict[str, Any]:
