@@ -162,6 +162,7 @@ def test_group(nodeid: str) -> str:
     return path if _has_shared_setup(path) else nodeid
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: `pytest -p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """``--dist loadgroup`` (scripts/test.sh): xdist's scope scheduler over ``test_group``; the
     largest groups (the sandbox cluster's) start first."""

@@ -218,8 +218,10 @@ predicted and available GB) and what it came from (mem_from: trace, trace+model 
 where tracing cannot go, e.g. pipeline stages), step and run time (step_s, run_s), and the plan the \
 campaign's node-hours and cost. gpt2's memory is traced from its own training step on fake tensors: a new \
 shape costs up to a second or two once (and each tracing process a few seconds to import torch), then \
-comes from ~/.cache/orch/memory ($ORCH_MEMORY_CACHE). New shapes are traced side by side in \
-$ORCH_TRACE_WORKERS processes (default: one per core); ORCH_MEMORY_TRACE=0 uses the formulas instead.
+comes from ~/.cache/orch/memory ($ORCH_MEMORY_CACHE). The examples' shapes ship traced \
+(orchestrator/predict/pretraced.json, for this torch version): their first plan traces nothing. New \
+shapes are traced side by side in $ORCH_TRACE_WORKERS processes (default: one per core); \
+ORCH_MEMORY_TRACE=0 uses the formulas instead.
     """
     from orchestrator.cli.plansummary import SUMMARY_ABOVE, listing, summary
     from orchestrator.plan.record import plan_sweep, record_plan
@@ -1180,7 +1182,8 @@ def _reflow(doc: str) -> str:
     paragraphs = []
     for paragraph in inspect.cleandoc(doc).split("\n\n"):
         lines = paragraph.split("\n")
-        as_written = any(line.startswith((" ", "-", "*", "\b", "|")) for line in lines)
+        # a list item is "- " or "* ": a wrapped line that begins with an option (--seq) is prose
+        as_written = any(line.startswith((" ", "- ", "* ", "\b", "|")) for line in lines)
         paragraphs.append(paragraph if as_written else " ".join(line.strip() for line in lines))
     return "\n\n".join(paragraphs)
 

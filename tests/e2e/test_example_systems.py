@@ -19,7 +19,6 @@ tests read that plan and the ``runs`` rows it recorded.
 from __future__ import annotations
 
 import json
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
+from orchestrator.sites import placeholders
 from orchestrator.sites.profiles import load_site
 from orchestrator.sites.vendors.base import VendorRunner, runner_for
 from tests.conftest import REPO, run_orch
@@ -34,23 +34,14 @@ from workloads import registry
 
 EXAMPLES = REPO / "examples"
 STUDY_FILES = sorted(p.name for p in EXAMPLES.glob("[A-D][0-9]-*.yaml"))
-# Variables of the user's environment the profiles read that are not accounts or environments.
-NOT_PLACEHOLDERS = {"ORCH_HOME", "ORCH_SITES_PATH", "ORCH_LOCAL_CORES"}
-ENV_SUFFIXES = ("_VENV", "_CONDA_ENV", "_SDK")
 ORCH_STRATEGIES = set(registry.get("gpt2").strategies)
 
 
 def placeholder_env() -> dict[str, str]:
-    """Every ORCH_* variable a profile reads, set: accounts to a name, environments to a path."""
-    names = set()
-    for profile in (REPO / "sites").glob("*.yaml"):
-        names |= set(re.findall(r"ORCH_[A-Z0-9_]+", profile.read_text()))
+    """Every ORCH_* variable a profile reads, set (orchestrator/sites/placeholders.py)."""
     # ORCH_MEMORY_TRACE=0: the memory formulas, not a trace of each new shape (seconds, not
     # minutes, whenever the workloads' code changed); the skips these tests read are the same.
-    env = {"OMP_NUM_THREADS": "1", "ORCH_MEMORY_TRACE": "0"}
-    for name in sorted(names - NOT_PLACEHOLDERS):
-        env[name] = "/opt/orch-test/env" if name.endswith(ENV_SUFFIXES) else "orchtest"
-    return env
+    return {**placeholders.placeholder_env(), "ORCH_MEMORY_TRACE": "0"}
 
 
 @dataclass(frozen=True)

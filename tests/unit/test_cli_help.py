@@ -149,3 +149,15 @@ def test_a_misspelt_command_is_caught(named: set[tuple[str, ...]]) -> None:
 def test_every_command_the_readme_names_exists() -> None:
     bad = unknown_commands(readme_commands())
     assert not bad, "README.md names commands the app does not have:\n" + "\n".join(bad)
+
+
+def test_prose_paragraphs_are_joined_even_where_a_line_begins_with_an_option() -> None:
+    """A wrapped line that starts with ``--seq`` is prose, not a list: `orch predict --help` printed
+    its model paragraph with the docstring's line breaks before."""
+    for path, command in walk(root()):
+        for paragraph in (command.help or "").split("\n\n"):
+            lines = paragraph.split("\n")
+            if len(lines) > 1 and not any(line.startswith((" ", "- ", "* ", "\b", "|")) for line in lines):
+                raise AssertionError(f"{label(path)}: a prose paragraph kept its line breaks: {paragraph[:120]!r}")
+    predict = subcommands(root())["predict"]
+    assert "(the time model's own presets: the gpt2 workload has no such model)" in predict.help

@@ -1,0 +1,112 @@
+"""Build orch's pre-traced memory predictions (orchestrator/predict/pretraced.json).
+
+    .venv/bin/python scripts/pretrace.py            # rebuild the table
+    .venv/bin/python scripts/pretrace.py --check    # exit 1 when the table is stale (builds nothing)
+
+Plans every example (examples/*.yaml, each variant too) with every site's account and environment set to a
+placeholder (orchestrator/sites/placeholders.py), so that no run is refused before its memory is
+predicted, and runs ``orch predict`` for each preset below; all on an empty prediction cache with
+the shipped table switched off, so that every shape is traced afresh. The cache then holds each
+prediction and each leaf it was put together from; the table is those entries.
+
+Rebuild after any change to the traced code (orchestrator/predict/memory.py's ``_PREDICTOR_CODE``
+and ``_WORKLOAD_CODE``) or to torch's version: the table's keys hash both, so a stale table serves
+nothing and tests/unit/test_pretraced.py fails until it is rebuilt. Takes a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from orchestrator.predict import memory, pretraced  # noqa: E402
+from orchestrator.sites.placeholders import placeholder_env  # noqa: E402
+
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+# `orch predict` as the README and study E start it: each gpt2 preset a campaign begins with, on one
+# node of the sites the studies ran (every layout it ranks is a run the plan would predict).
+PREDICTS = [
+    ("gpt2", 4, "polaris"), ("gpt2-xl", 4, "polaris"), ("gpt2-xl", 8, "perlmutter"),
+    ("mpt-7b", 8, "dgx:h100"), ("mpt-7b", 8, "dgx:a100_80"),
+]
+
+
+def plans() -> list[tuple[Path, str | None]]:
+    """Every example, and each of its variants (``orch plan --variant``)."""
+    out: list[tuple[Path, str | None]] = []
+    for path in EXAMPLES:
+        out.append((path, None))
+        out.extend((path, name) for name in (yaml.safe_load(path.read_text()) or {}).get("variants") or {})
+    return out
+
+
+def _orch(args: list[str], env: dict[str, str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"orch {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+
+
+def build(out: Path) -> int:
+    """Trace every example's and preset's shapes afresh; write the table to ``out``; the entry count."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "cache"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
+        env.update(placeholder_env())
+        env.update(ORCH_HOME=str(Path(tmp) / "home"), ORCH_MEMORY_CACHE=str(cache), **{pretraced.ENV: "0"})
+        began = time.perf_counter()
+        for sweep, variant in plans():
+            _orch(["plan", "--dry-run", "--json", str(sweep)] + (["--variant", variant] if variant else []), env)
+            print(f"{sweep.name}{f' --variant {variant}' if variant else ''}: "
+                  f"{len(list(cache.glob('*.json')))} entries so far ({time.perf_counter() - began:.0f} s)", flush=True)
+        for model, devices, site in PREDICTS:
+            _orch(["predict", "--model", model, "--devices", str(devices), "--site", site, "--json"], env)
+            print(f"predict {model} on {devices} of {site}: {len(list(cache.glob('*.json')))} entries so far "
+                  f"({time.perf_counter() - began:.0f} s)", flush=True)
+        entries = {}
+        for path in cache.glob("*.json"):
+            stored = json.loads(path.read_text())
+            entries[path.stem] = {"bytes": int(stored["bytes"]), "inputs": stored["inputs"]}
+    pretraced.write(entries, memory.code_version(), memory.CACHE_VERSION, out)
+    return len(entries)
+
+
+def stale() -> str | None:
+    """Why the shipped table does not match this checkout's traced code, or None."""
+    table = pretraced.read()
+    if table["code"] != memory.code_version() or table["version"] != memory.CACHE_VERSION:
+        return (f"{pretraced.TABLE.relative_to(REPO)} was traced with code {table['code']} (version "
+                f"{table['version']}); this checkout's is {memory.code_version()} (version "
+                f"{memory.CACHE_VERSION}): run .venv/bin/python scripts/pretrace.py")
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 when the table is stale; build nothing")
+    parser.add_argument("--out", type=Path, default=pretraced.TABLE, help="where to write (default: the shipped table)")
+    args = parser.parse_args(argv)
+    if args.check:
+        why = stale()
+        print(why or f"{pretraced.TABLE.relative_to(REPO)} matches this checkout's code")
+        return 1 if why else 0
+    began = time.perf_counter()
+    count = build(args.out)
+    print(f"wrote {count} entries to {args.out} ({args.out.stat().st_size // 1024} KiB) "
+          f"in {time.perf_counter() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
