@@ -164,6 +164,33 @@ def _machine(system: dict[str, Any], per_node: int) -> Machine:
     return Machine(**kwargs)
 
 
+# Llama layers (SwiGLU MLP of width ffn, grouped-query attention with kv_heads key/value heads,
+# RMSNorm, rotary positions, an output head untied from the embedding): the entries publish
+# layers, hidden, heads and vocabulary only. Llama 2: workloads/models/llama_configs.py (Touvron et
+# al. 2023, table 1 and the released configs). Llama 3 and 3.1 8B/70B: the published model configs
+# as tabulated in oumi-ai/oumi configs/recipes/llama3_1/README.md ("MLP intermediate size 14,336 |
+# Num KV heads 8 | Weight tying False" for 8B; 28,672 and 8 for 70B; Llama 3 and 3.1 share the
+# shapes). A third-party table: worth a check against Meta's config.json.
+LLAMA_LAYERS: dict[str, dict[str, int]] = {
+    "llama2-7b": {"ffn": 11008, "kv_heads": 32}, "llama2-13b": {"ffn": 13824, "kv_heads": 40},
+    "llama2-70b": {"ffn": 28672, "kv_heads": 8},
+    "llama3-8b": {"ffn": 14336, "kv_heads": 8}, "llama3.1-8b": {"ffn": 14336, "kv_heads": 8},
+    "llama3-70b": {"ffn": 28672, "kv_heads": 8}, "llama3.1-70b": {"ffn": 28672, "kv_heads": 8},
+}
+
+
+def shape_of(model: dict[str, Any], fused_attention: bool) -> ModelShape:
+    """The entry's model: a GPT (learned positions, 4h GeLU MLP, tied head) unless it is a Llama."""
+    common = dict(layers=model["layers"], hidden=model["hidden"], heads=model["heads"], vocab=model["vocab"],
+                  seq_len=model["seq"], fused_attention=fused_attention)
+    llama = LLAMA_LAYERS.get(str(model.get("name")))
+    if llama is None:
+        return ModelShape(**common, positions=model["seq"])
+    if "gated" not in {f.name for f in dataclasses.fields(ModelShape)}:
+        return ModelShape(**common, positions=model["seq"])  # an older model (the "before" rows): a GPT
+    return ModelShape(**common, positions=0, gated=True, tied=False, **llama)  # type: ignore[arg-type]
+
+
 def _family(device: str) -> str:
     return device.split("-")[0]  # A100, H100, V100
 
@@ -203,9 +230,7 @@ def load_cases(figures: Path = HERE / "figures.yaml",
             lay = dataclasses.replace(lay, grad_overlap=False)  # type: ignore[call-arg]
         if layout.get("vp") and "vp" in {f.name for f in dataclasses.fields(Layout)}:
             lay = dataclasses.replace(lay, vp=int(layout["vp"]))  # type: ignore[call-arg]
-        shape = ModelShape(layers=model["layers"], hidden=model["hidden"], heads=model["heads"],
-                           vocab=model["vocab"], seq_len=model["seq"], fused_attention=_fused_attention(e),
-                           positions=model["seq"])
+        shape = shape_of(model, _fused_attention(e))
         published = published_step(e)
         machine = _machine(system, per_node)
 

@@ -36,9 +36,11 @@ from orchestrator.sites.placeholders import placeholder_env  # noqa: E402
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 # `orch predict` as the README and study E start it: each gpt2 preset a campaign begins with, on one
 # node of the sites the studies ran (every layout it ranks is a run the plan would predict).
-PREDICTS = [
-    ("gpt2", 4, "polaris"), ("gpt2-xl", 4, "polaris"), ("gpt2-xl", 8, "perlmutter"),
-    ("mpt-7b", 8, "dgx:h100"), ("mpt-7b", 8, "dgx:a100_80"),
+PREDICTS: list[tuple[str, int, str, list[str]]] = [
+    ("gpt2", 4, "polaris", []), ("gpt2-xl", 4, "polaris", []), ("gpt2-xl", 8, "perlmutter", []),
+    ("mpt-7b", 8, "dgx:h100", []), ("mpt-7b", 8, "dgx:a100_80", []),
+    # issue 25's MPT-7B layout: micro-batch 8 of 2048 tokens in bf16 on a Polaris node
+    ("mpt-7b", 8, "polaris", ["--batch-size", "8", "--seq-len", "2048", "--precision", "bf16"]),
 ]
 
 
@@ -70,8 +72,8 @@ def build(out: Path) -> int:
             _orch(["plan", "--dry-run", "--json", str(sweep)] + (["--variant", variant] if variant else []), env)
             print(f"{sweep.name}{f' --variant {variant}' if variant else ''}: "
                   f"{len(list(cache.glob('*.json')))} entries so far ({time.perf_counter() - began:.0f} s)", flush=True)
-        for model, devices, site in PREDICTS:
-            _orch(["predict", "--model", model, "--devices", str(devices), "--site", site, "--json"], env)
+        for model, devices, site, extra in PREDICTS:
+            _orch(["predict", "--model", model, "--devices", str(devices), "--site", site, *extra, "--json"], env)
             print(f"predict {model} on {devices} of {site}: {len(list(cache.glob('*.json')))} entries so far "
                   f"({time.perf_counter() - began:.0f} s)", flush=True)
         entries = {}

@@ -22,7 +22,13 @@ DS_FETCHES_PER_LAYER = 6
 
 @dataclass(frozen=True)
 class ModelShape:
-    """A GPT: L layers of hidden h with a heads, vocabulary V, sequence s (GPT-2: biases, 4h MLP)."""
+    """A decoder of L layers of hidden h with a heads, vocabulary V, sequence s.
+
+    The defaults are a GPT (GPT-2: biases, a 4h GeLU MLP, every head with its own keys and values,
+    the output head tied to the embedding). A Llama-style layer sets ``ffn`` (the MLP's inner width),
+    ``kv_heads`` (grouped-query attention: fewer key/value heads than query heads), ``gated``
+    (SwiGLU: three MLP matrices, RMSNorm, no biases) and ``tied=False`` (its own output head), and
+    ``positions=0`` (rotary: no position table)."""
 
     layers: int
     hidden: int
@@ -31,16 +37,38 @@ class ModelShape:
     seq_len: int
     fused_attention: bool = True  # sdpa/flash: no s x s scores in memory
     positions: int = 1024
+    ffn: int = 0  # the MLP's inner width; 0: 4h
+    kv_heads: int = 0  # key/value heads; 0: as many as query heads
+    gated: bool = False  # SwiGLU (gate and up projections, then down) instead of one GeLU matrix pair
+    tied: bool = True  # the output head shares the token embedding's matrix
+
+    @property
+    def mlp_width(self) -> int:
+        return self.ffn or 4 * self.hidden
+
+    @property
+    def kv_width(self) -> int:
+        """Width of the keys (and of the values): kv heads x head dimension (h without GQA)."""
+        return (self.kv_heads or self.heads) * (self.hidden // self.heads)
 
     @property
     def layer_params(self) -> int:
-        h = self.hidden
-        return 12 * h * h + 13 * h  # workloads/flops.transformer_layer_params
+        h, f, kv = self.hidden, self.mlp_width, self.kv_width
+        if self.gated:  # q, o; k, v; gate, up, down; two RMSNorm scales
+            return 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
+        # GPT-2 (workloads/flops.transformer_layer_params, 12h^2 + 13h at the defaults): q, k, v, o
+        # and the two MLP matrices with their biases, two LayerNorms (scale and shift)
+        return 2 * h * h + 2 * h * kv + 2 * h * f + (h + 2 * kv) + h + f + h + 4 * h
+
+    @property
+    def embedding_params(self) -> int:
+        """The token embedding, and the output head where it is not tied to it."""
+        return self.vocab * self.hidden * (1 if self.tied else 2)
 
     @property
     def params(self) -> int:
-        """N of 6N + 12Lhs: the layers, the (tied) token embedding, the final LayerNorm; no positions."""
-        return self.layers * self.layer_params + self.vocab * self.hidden + 2 * self.hidden
+        """N of 6N + 12Lhs: the layers, the token embedding (and an untied head), the final norm; no positions."""
+        return self.layers * self.layer_params + self.embedding_params + 2 * self.hidden
 
     def model_flops_per_token(self) -> float:
         """6N + 12*L*h*s (forward + backward; attention over the full square, not halved)."""
@@ -127,13 +155,19 @@ def _layer_forward(shape: ModelShape, layout: Layout, machine: Machine, tokens: 
     def elementwise(n: float, passes: int = 2) -> float:
         return _op(machine, 0.0, n * act * passes, peak)
 
+    ft, kvt = shape.mlp_width / t, shape.kv_width / t  # this rank's slice of the MLP and of K (and V)
     time = elementwise(elem) + elementwise(elem)  # LayerNorm 1 and 2 (read, write)
-    time += gemm(tokens, h, 3 * ht) + gemm(tokens, ht, h) + gemm(tokens, h, 4 * ht) + gemm(tokens, 4 * ht, h)
-    time += elementwise(4 * elem) + 2 * elementwise(elem, 3)  # GeLU; two residual adds (2 reads, 1 write)
+    time += gemm(tokens, h, ht + 2 * kvt) + gemm(tokens, ht, h)  # q, k, v; attention's output
+    if shape.gated:  # SwiGLU: gate and up in one pass, SiLU x up (2 reads, 1 write), down
+        time += gemm(tokens, h, 2 * ft) + elementwise(tokens * ft, 3) + gemm(tokens, ft, h)
+    else:  # GeLU between the two matrices
+        time += gemm(tokens, h, ft) + elementwise(tokens * ft) + gemm(tokens, ft, h)
+    time += 2 * elementwise(elem, 3)  # two residual adds (2 reads, 1 write)
     # Attention: Q K^T and scores x V over the full square (4 x tokens x s x h / t FLOPs); each
     # query token meets the s keys of its own sequence (all of them under context parallel).
     attn_flops = 4 * tokens * s * heads_local * hd
-    qkvo = (2 * tokens + 2 * mb * s) * heads_local * hd * act
+    kv_local = math.ceil((shape.kv_heads or shape.heads) / t)  # grouped-query attention: fewer K, V heads
+    qkvo = (2 * tokens * heads_local + 2 * mb * s * kv_local) * hd * act
     if shape.fused_attention:
         attention = _op(machine, attn_flops, qkvo, peak)
     else:  # the scores written by Q K^T, softmaxed (read + write), read again by scores x V
@@ -168,7 +202,7 @@ def _memory(shape: ModelShape, layout: Layout, machine: Machine, precision: str,
     t, p = layout.tp, layout.pp
     h, s_local = shape.hidden, shape.seq_len / layout.cp
     layers = math.ceil(shape.layers / p)
-    n_local = (layers * shape.layer_params + shape.vocab * h + shape.positions * h) / t
+    n_local = (layers * shape.layer_params + shape.embedding_params + shape.positions * h) / t
     states = model_state_bytes(int(n_local), layout.strategy, layout.dp, precision)
     if layout.strategy == "ddp" and layout.dp > 1:
         states += 4 * n_local  # DDP's gradient buckets: one more fp32 copy of the gradients
@@ -210,7 +244,7 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
     # all-reduced in the backward, before the attention that needs them: not overlapped.
     cp_comm = 0.0
     if cp > 1:
-        kv = 2 * mb * shape.seq_len * shape.hidden / t * act
+        kv = 2 * mb * shape.seq_len * shape.kv_width / t * act
         forwards = passes - 2.0  # 1, or 2 with recompute
         cp_comm = forwards * _ring(machine, kv, cp, t * cp, 1.0) + _ring(machine, kv, cp, t * cp, 2.0)
     layers = math.ceil(shape.layers / p)
@@ -229,7 +263,7 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
 
     # Data parallel: gradients of the local shard (fp32 under torch autocast and in fp32;
     # 16-bit reduced by DeepSpeed ZeRO in 16-bit precisions).
-    n_local = (layers * shape.layer_params + shape.vocab * shape.hidden) / t
+    n_local = (layers * shape.layer_params + shape.embedding_params) / t
     grad_bytes = 2 if (layout.strategy.startswith("zero") and act == 2) else 4
     span = t * cp * d  # a data-parallel ring spans its tp x cp x dp consecutive devices
     dp_exposed = 0.0
