@@ -47,14 +47,21 @@ class Trainer:
         return float(loss.float().item())
 
 
+# Devices with torch's fused AdamW kernel (torch/optim/adamw.py's fused path; the CPU's since torch
+# 2.4). Gaudi's HPU runs Habana's own optimizers: the foreach default there.
+FUSED_ADAMW_DEVICES = ("cuda", "xpu", "cpu")
+
+
 def adamw(session: Session, params: Iterable[nn.Parameter], lr: float, *,
           mixed_tensors: bool = False) -> torch.optim.Optimizer:
-    """AdamW as every trainer here makes it: fused into one kernel on CUDA; one kernel per parameter
-    where the parameters mix DTensors and plain tensors (tensor parallel: the replicated LayerNorms
-    and position embedding), which foreach and fused kernels cannot take in one list."""
+    """AdamW as every trainer here makes it: fused into one kernel where torch has that kernel (CUDA,
+    XPU and the CPU alike, so that a CPU run and the memory trace, which runs on the CPU, hold what
+    a GPU run holds: no foreach temporaries); one kernel per parameter where the parameters mix
+    DTensors and plain tensors (tensor parallel: the replicated LayerNorms and position embedding),
+    which foreach and fused kernels cannot take in one list."""
     if mixed_tensors:
         return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, foreach=False)
-    fused = session.device.type == "cuda"
+    fused = session.device.type in FUSED_ADAMW_DEVICES
     return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused or None)
 
 

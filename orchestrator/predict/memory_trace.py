@@ -21,9 +21,10 @@ The optimizer's states are made first (as its first step leaves them), then one 
 step is traced: the steady step, as the real run's second and later ones. Deep models, FSDP on
 many ranks and DeepSpeed are put together from traces of smaller programs (``orchestrator/predict/traces.py``:
 2 and 3 layers, 2 and 4 ranks, the plain forward/backward), so a 100-layer model costs what a
-3-layer one does. The trace runs on the CPU's autocast op lists and torch's
-foreach AdamW (a CUDA run uses the fused AdamW, without the foreach temporaries): on a
-GPU the prediction errs on the high side by at most those temporaries. fp16 is traced
+3-layer one does. The trace runs the fused AdamW a CUDA run runs (the workload makes it fused
+on the CPU too, ``workloads/strategies.adamw``; fake CUDA tensors cannot be made with torch's
+CPU build: "PyTorch is not linked with support for cuda devices") on the CPU's autocast op
+lists (CUDA's lists may cast other ops: not yet compared on a GPU). fp16 is traced
 as bf16 (same bytes; the GradScaler's ``.item()`` cannot run on fake tensors).
 
 Activation checkpointing is traced like the rest (it is the model's own, ``GPTConfig.checkpointing``),
