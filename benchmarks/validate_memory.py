@@ -1,0 +1,260 @@
+"""Validate the memory model against published, cited measured peaks (issue 25).
+
+    .venv/bin/python benchmarks/validate_memory.py [--json] [--no-fit]
+
+Reads the memory entries of benchmarks/published/figures.yaml (metric peak_memory_gib or
+device_memory_used_mb), predicts each run's per-device peak with orch's analytic model
+(orchestrator/predict/analytic_memory.py: sharded states from states.py, Korthikanti et al.'s
+activations re-derived for the shape, the logits, FSDP's gathered units), adds the device-level
+terms that the published metric includes, splits the entries into a fit half and a held-out
+half, fits the free factors on the fit half only, and prints per-entry predicted vs published
+peak and the mean/max absolute % error of each half.
+
+What each metric measured (the difference is modelled, not fitted away):
+- peak_memory_gib (torchtitan): its metrics log the caching allocator's max *reserved* bytes
+  (memory/max_reserved(GiB), torchtitan/components/metrics.py): every live tensor plus the
+  allocator's cached, fragmented blocks; no CUDA context, no NCCL buffers (cudaMalloc'd outside
+  the allocator). Predicted: allocated peak x ``reserve`` (the allocator factor).
+- device_memory_used_mb (Hugging Face, NVML 'used'): the CUDA context as well (the same page
+  measures it on the same V100: figures.yaml's ``also.cuda_context_mb``, 1343 MiB), plus the
+  allocator's reserve. Predicted: context + allocated peak x ``reserve``.
+
+Split rule (deterministic, documented): entries are grouped by (source url, device); groups are
+taken in sorted order, each group's entries in sha256(id) order, and one running counter
+alternates fit, held-out, fit, ... across all of them: every group of two or more has members on
+both sides, and the fit half never exceeds the held-out half by more than one entry.
+
+Free factor (one, with a prior and a log-distance penalty, fitted by coordinate descent on the
+mean absolute log error of the fit half): ``reserve``, the caching allocator's reserved bytes
+over its allocated peak (block rounding, cached free blocks, fragmentation), prior 1.0 (none),
+bounded to [1.0, 1.5]. It multiplies every allocated term, never the context.
+
+Exclusions (printed with the reason, never silent): shapes whose MLP width is not in the
+repository's cited tables (Llama 3.1 405B), runs whose activation recompute or pipeline
+micro-batch is not published. No entry is GPT-shaped, so gpt2's traced prediction serves none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from orchestrator.predict.analytic_memory import Run, Shape, terms  # noqa: E402
+
+HERE = Path(__file__).resolve().parent / "published"
+MEMORY_METRICS = ("peak_memory_gib", "device_memory_used_mb")
+GIB = 1024**3
+MIB = 1024**2
+# The issue's acceptance bound ("memory within 10% of published measured peaks"), on the held-out
+# half: its mean, and (the strict reading) every entry. HELD_MAX_HOLDS: what the held-out max
+# reaches today (10.9% on 2026-11-27), the regression bound tests/unit/test_memory_validation.py
+# asserts because the strict reading does not hold yet (benchmarks/RESULTS.md).
+TARGET_MEAN, TARGET_MAX = 0.10, 0.10
+HELD_MAX_HOLDS = 0.12
+PRIORS = {"reserve": 1.0}
+PRIOR_WEIGHT = 0.02  # penalty per unit |log(factor / prior)|: a mild pull, not a constraint
+
+# Llama MLP widths and key/value heads: the same cited table as validate_published.py's
+# LLAMA_LAYERS (oumi-ai/oumi configs/recipes/llama3_1/README.md for Llama 3/3.1 8B and 70B).
+LLAMA = {"llama3.1-8b": (14336, 8), "llama3-8b": (14336, 8), "llama3.1-70b": (28672, 8), "llama3-70b": (28672, 8)}
+
+
+@dataclasses.dataclass
+class Case:
+    """One usable entry: its predicted terms (bytes) and its published peak (bytes)."""
+
+    id: str
+    group: str
+    device: str
+    published: float
+    parts: dict[str, float]
+    context: float  # bytes the metric includes beyond the allocator (NVML: the CUDA context)
+    layout: str
+
+    def predict(self, factors: dict[str, float]) -> float:
+        return self.context + sum(self.parts.values()) * factors["reserve"]
+
+
+def _shape(model: dict[str, Any]) -> Shape | str:
+    """The entry's shape, or why there is none."""
+    name = str(model.get("name"))
+    common = dict(layers=model["layers"], hidden=model["hidden"], heads=model["heads"], vocab=model["vocab"],
+                  seq=model["seq"])
+    if name.startswith("llama"):
+        if name not in LLAMA:
+            return f"{name}: MLP width not in the repository's cited shape tables"
+        ffn, kv = LLAMA[name]
+        return Shape(**common, ffn=ffn, kv_heads=kv, gated=True)
+    if name.startswith("bert"):
+        # HF BERT of the v4.27 era: eager attention (scores, softmax and dropout kept), a
+        # sequence-classification head (no b x s x V logits).
+        return Shape(**common, fused_attention=False, lm_head="classification" not in name)
+    return f"{name}: no shape rule"
+
+
+def _recompute(value: Any, framework: str) -> str | None:
+    """'full', 'none', or torchtitan's 'selective' as its op-level policy ('op': the option its
+    llama3_8b.toml preset sets, ``selective_ac_option = 'op'``; the benchmark tables say only
+    "Selective activation checkpointing"). None: not published, or a selective mode we do not model."""
+    if value is None:
+        return None
+    text = str(value).lower()
+    if text in ("full", "none"):
+        return text
+    return "op" if "selective" in text and "torchtitan" in framework.lower() else None
+
+
+def _precision(text: str) -> str:
+    """bf16/fp16 (16-bit training), amp (torch.autocast over fp32 weights, HF Trainer's fp16=True), fp32."""
+    text = text.lower()
+    if "amp" in text:
+        return "amp"
+    return "bf16" if "bf16" in text else "fp16" if "16" in text else "fp32"
+
+
+def _case(e: dict[str, Any]) -> Case | str:
+    """The entry as a Case, or the reason it is left out."""
+    shape = _shape(e["model"])
+    if isinstance(shape, str):
+        return shape
+    layout = e["layout"]
+    recompute = _recompute(layout.get("activation_recompute"), str(e["framework"]))
+    if recompute is None:
+        return f"activation recompute {layout.get('activation_recompute')!r}: not published or not modelled"
+    tp, pp = int(layout.get("tp") or 1), int(layout.get("pp") or 1)
+    if pp > 1 and not layout.get("micro_batch"):
+        return "pipeline micro-batch not published (the first stage's in-flight activations depend on it)"
+    dp = int(layout.get("dp") or e["devices"] // (tp * pp))
+    zero = str(layout.get("zero") or "").lower()
+    strategy = "fsdp-full" if ("fsdp" in zero or "full_shard" in zero) else "ddp"
+    # torchtitan's "local batch" is per data-parallel rank, shared by its tp ranks.
+    precision = _precision(str(e["precision"]))
+    run = Run(dp=dp, tp=tp, pp=pp, strategy=strategy, micro_batch=int(layout["micro_batch"]),
+              recompute=recompute, precision=precision)
+    parts = terms(shape, run)
+    if e["metric"] == "device_memory_used_mb":
+        published = float(e["value"]) * MIB  # NVML 'used' printed as //1024**2: MiB
+        context = float((e.get("also") or {}).get("cuda_context_mb") or CONTEXT_MIB[e["device"]]) * MIB
+    else:
+        published, context = float(e["value"]) * GIB, 0.0
+    name = f"{strategy} dp{dp} tp{tp} pp{pp} mb{run.micro_batch} {recompute} {precision}"
+    return Case(e["id"], str(e["url"]), e["device"], published, parts, context, name)
+
+
+# The CUDA context on the V100 of the Hugging Face pages: measured there (model_memory_anatomy,
+# figures.yaml hf-bert-large-v100-16gb-fp32-bs4-mem, also.cuda_context_mb); the perf_train_gpu_one
+# page runs the same series on the same device type.
+CONTEXT_MIB = {"V100-SXM2-16GB": 1343.0}
+
+
+def load_cases(figures: Path = HERE / "figures.yaml") -> tuple[list[Case], list[tuple[str, str]]]:
+    """(usable entries, (id, reason) of every memory entry left out)."""
+    cases: list[Case] = []
+    excluded: list[tuple[str, str]] = []
+    for e in yaml.safe_load(figures.read_text()):
+        if e["metric"] not in MEMORY_METRICS:
+            continue  # time figures: validate_published.py
+        case = _case(e)
+        if isinstance(case, str):
+            excluded.append((e["id"], case))
+        else:
+            cases.append(case)
+    return cases, excluded
+
+
+def split(cases: list[Case]) -> tuple[list[Case], list[Case]]:
+    """(fit, held-out): one counter alternating over (url, device) groups, sha256(id) order within."""
+    groups: dict[tuple[str, str], list[Case]] = {}
+    for c in cases:
+        groups.setdefault((c.group, c.device), []).append(c)
+    ordered = [c for key in sorted(groups)
+               for c in sorted(groups[key], key=lambda c: hashlib.sha256(c.id.encode()).hexdigest())]
+    return ordered[0::2], ordered[1::2]
+
+
+def errors(cases: list[Case], factors: dict[str, float]) -> list[tuple[Case, float, float]]:
+    """(case, predicted bytes, signed relative error) of each case."""
+    return [(c, p, (p - c.published) / c.published) for c in cases for p in [c.predict(factors)]]
+
+
+def fit(cases: list[Case], priors: dict[str, float] = PRIORS) -> dict[str, float]:
+    """Factors minimising mean |log(pred/pub)| + PRIOR_WEIGHT x sum |log(f/prior)|, by coordinate descent."""
+    def loss(fs: dict[str, float]) -> float:
+        data = sum(abs(math.log(p / c.published)) for c, p, _ in errors(cases, fs)) / len(cases)
+        return data + PRIOR_WEIGHT * sum(abs(math.log(fs[k] / priors[k])) for k in fs)
+
+    factors, best, step = dict(priors), loss(priors), 1.5
+    while step > 1.001:
+        improved = False
+        for k in sorted(factors):
+            for mult in (step, 1 / step):
+                trial = dict(factors, **{k: factors[k] * mult})
+                if k == "reserve" and not 1.0 <= trial[k] <= 1.5:
+                    continue  # reserved >= allocated; beyond 1.5 it would be hiding a missing term
+                value = loss(trial)
+                if value < best - 1e-12:
+                    factors, best, improved = trial, value, True
+        if not improved:
+            step = math.sqrt(step)
+    return factors
+
+
+def summary(rows: list[tuple[Case, float, float]]) -> dict[str, float]:
+    abs_err = [abs(e) for _, _, e in rows]
+    return {"n": len(rows), "mean_abs_pct": 100 * sum(abs_err) / len(abs_err), "max_abs_pct": 100 * max(abs_err)}
+
+
+def run(do_fit: bool = True) -> dict[str, Any]:
+    cases, excluded = load_cases()
+    fit_half, held = split(cases)
+    factors = fit(fit_half) if do_fit else dict(PRIORS)
+    report: dict[str, Any] = {"factors": {k: round(v, 4) for k, v in factors.items()}, "priors": PRIORS,
+                              "entries": [], "excluded": [{"id": i, "reason": r} for i, r in excluded]}
+    for half, members in (("fit", fit_half), ("held_out", held)):
+        rows = errors(members, factors)
+        report[half] = summary(rows)
+        report["entries"] += [{"id": c.id, "half": half, "layout": c.layout,
+                               "published_gib": round(c.published / GIB, 2), "predicted_gib": round(p / GIB, 2),
+                               "tensors_only_gib": round(sum(c.parts.values()) / GIB, 2),
+                               "error_pct": round(100 * e, 1),
+                               "parts_gib": {k: round(v / GIB, 2) for k, v in c.parts.items()}}
+                              for c, p, e in rows]
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-fit", action="store_true", help="the priors only, no fit")
+    args = parser.parse_args(argv)
+    report = run(do_fit=not args.no_fit)
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    print(f"{'id':48} {'half':8} {'layout':38} {'pub GiB':>8} {'pred':>7} {'err%':>6}  parts (GiB)")
+    for r in report["entries"]:
+        print(f"{r['id']:48} {r['half']:8} {r['layout']:38} {r['published_gib']:8.2f} {r['predicted_gib']:7.2f} "
+              f"{r['error_pct']:6.1f}  {r['parts_gib']}")
+    for i in report["excluded"]:
+        print(f"excluded {i['id']}: {i['reason']}")
+    print("factors:", report["factors"], " priors:", report["priors"])
+    for half in ("fit", "held_out"):
+        s = report[half]
+        print(f"{half}: n={s['n']} mean |err| {s['mean_abs_pct']:.1f}%  max |err| {s['max_abs_pct']:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
