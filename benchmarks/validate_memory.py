@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.validation_report import print_tail  # noqa: E402
 from orchestrator.predict.analytic_memory import Run, Shape, terms  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "published"
@@ -247,12 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in report["entries"]:
         print(f"{r['id']:48} {r['half']:8} {r['layout']:38} {r['published_gib']:8.2f} {r['predicted_gib']:7.2f} "
               f"{r['error_pct']:6.1f}  {r['parts_gib']}")
-    for i in report["excluded"]:
-        print(f"excluded {i['id']}: {i['reason']}")
-    print("factors:", report["factors"], " priors:", report["priors"])
-    for half in ("fit", "held_out"):
-        s = report[half]
-        print(f"{half}: n={s['n']} mean |err| {s['mean_abs_pct']:.1f}%  max |err| {s['max_abs_pct']:.1f}%")
+    print_tail(report)
     return 0
 
 

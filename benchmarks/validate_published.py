@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.validation_report import print_tail  # noqa: E402
 from orchestrator.predict.perfmodel.layout import Layout  # noqa: E402
 from orchestrator.predict.perfmodel.machine import Efficiency, Machine  # noqa: E402
 from orchestrator.predict.perfmodel.transformer import ModelShape, step_seconds  # noqa: E402
@@ -354,12 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in report["entries"]:
         print(f"{r['id']:48} {r['half']:8} {r['layout']:40} {r['published_step_s']:10.3f} "
               f"{r['predicted_step_s']:10.3f} {r['error_pct']:7.1f}")
-    for i in report["excluded"]:
-        print(f"excluded {i['id']}: {i['reason']}")
-    print("factors:", report["factors"], " priors:", report["priors"])
-    for half in ("fit", "held_out"):
-        s = report[half]
-        print(f"{half}: n={s['n']} mean |err| {s['mean_abs_pct']:.1f}%  max |err| {s['max_abs_pct']:.1f}%")
+    print_tail(report)
     return 0
 
 
