@@ -1,6 +1,6 @@
 """Planning with memory traced from the program (issue 11) against the formula alone.
 
-    .venv/bin/python benchmarks/bench_memory_prediction.py [--accounts] [--no-table] [examples/B3-....yaml ...]
+    .venv/bin/python benchmarks/bench_memory_prediction.py [--accounts] [--no-table] [SWEEP.yaml ...]
 
 Without arguments: every sweep in examples/, each in its own empty cache, and the totals.
 

@@ -88,6 +88,11 @@ def tiny_outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         return dict(zip(selected, pool.map(lambda name: _run_tiny(root, name), selected)))
 
 
+# pytest-timeout's limit (pyproject: 900 s) covers a test's set-up too, and the first of these tests
+# sets up every example's tiny run (about 10 min on a quiet 2-core machine, past 15 on a busy one:
+# a fresh clone's suite beside other work errored all 21 here at 900 s). Each `orch run` keeps its
+# own 480 s limit, so a hung run still fails in minutes.
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize("example", STUDY_FILES)
 def test_tiny_variant_runs_on_local(tiny_outcomes: dict[str, Outcome], example: str) -> None:
     outcome = tiny_outcomes[example]
