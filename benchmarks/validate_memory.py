@@ -50,10 +50,8 @@ micro-batch is not published, CPU offload (parameters or optimizer states in hos
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
-import json
 import math
 import sys
 from pathlib import Path
@@ -65,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.validation_report import print_tail  # noqa: E402
+from benchmarks import validation_report  # noqa: E402
 from orchestrator.predict.analytic_memory import Run, Shape, terms  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "published"
@@ -228,25 +226,12 @@ def fit(cases: list[Case], priors: dict[str, float] = PRIORS) -> dict[str, float
         data = sum(abs(math.log(p / c.published)) for c, p, _ in errors(cases, fs)) / len(cases)
         return data + PRIOR_WEIGHT * sum(abs(math.log(fs[k] / priors[k])) for k in fs)
 
-    factors, best, step = dict(priors), loss(priors), 1.5
-    while step > 1.001:
-        improved = False
-        for k in sorted(factors):
-            for mult in (step, 1 / step):
-                trial = dict(factors, **{k: factors[k] * mult})
-                if k == "reserve" and not 1.0 <= trial[k] <= 1.5:
-                    continue  # reserved >= allocated; beyond 1.5 it would be hiding a missing term
-                value = loss(trial)
-                if value < best - 1e-12:
-                    factors, best, improved = trial, value, True
-        if not improved:
-            step = math.sqrt(step)
-    return factors
+    # reserved >= allocated; beyond 1.5 it would be hiding a missing term
+    return validation_report.descend(loss, dict(priors), lambda k, v: k != "reserve" or 1.0 <= v <= 1.5, 1.001)
 
 
 def summary(rows: list[tuple[Case, float, float]]) -> dict[str, float]:
-    abs_err = [abs(e) for _, _, e in rows]
-    return {"n": len(rows), "mean_abs_pct": 100 * sum(abs_err) / len(abs_err), "max_abs_pct": 100 * max(abs_err)}
+    return validation_report.summary([e for _, _, e in rows])
 
 
 def run(do_fit: bool = True) -> dict[str, Any]:
@@ -267,21 +252,15 @@ def run(do_fit: bool = True) -> dict[str, Any]:
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--no-fit", action="store_true", help="the priors only, no fit")
-    args = parser.parse_args(argv)
-    report = run(do_fit=not args.no_fit)
-    if args.json:
-        print(json.dumps(report, indent=1))
-        return 0
+def _print_rows(entries: list[dict[str, Any]]) -> None:
     print(f"{'id':48} {'half':8} {'layout':38} {'pub GiB':>8} {'pred':>7} {'err%':>6}  parts (GiB)")
-    for r in report["entries"]:
+    for r in entries:
         print(f"{r['id']:48} {r['half']:8} {r['layout']:38} {r['published_gib']:8.2f} {r['predicted_gib']:7.2f} "
               f"{r['error_pct']:6.1f}  {r['parts_gib']}")
-    print_tail(report)
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return validation_report.main(argv, __doc__.splitlines()[0], lambda do_fit: run(do_fit=do_fit), _print_rows)
 
 
 if __name__ == "__main__":

@@ -30,10 +30,8 @@ published (the model needs the node's NICs).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
-import json
 import math
 import sys
 from pathlib import Path
@@ -45,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.validation_report import print_tail  # noqa: E402
+from benchmarks import validation_report  # noqa: E402
 from orchestrator.predict.perfmodel.layout import Layout  # noqa: E402
 from orchestrator.predict.perfmodel.machine import Efficiency, Machine  # noqa: E402
 from orchestrator.predict.perfmodel.transformer import ModelShape, step_seconds  # noqa: E402
@@ -291,26 +289,12 @@ def fit(cases: list[Case], base: Efficiency, priors: dict[str, float]) -> dict[s
         data = sum(abs(math.log(p / c.published_s)) for c, p, _ in errors(cases, base, fs)) / len(cases)
         return data + PRIOR_WEIGHT * sum(abs(math.log(fs[k] / priors[k])) for k in fs)
 
-    best = loss(factors)
-    step = 1.5
-    while step > 1.005:
-        improved = False
-        for k in sorted(factors):
-            for mult in (step, 1 / step):
-                trial = dict(factors, **{k: factors[k] * mult})
-                if k.startswith("matmul:") and trial[k] > 0.95:
-                    continue
-                value = loss(trial)
-                if value < best - 1e-12:
-                    factors, best, improved = trial, value, True
-        if not improved:
-            step = math.sqrt(step)
-    return factors
+    # a matmul efficiency above 95% of peak is no GEMM's
+    return validation_report.descend(loss, factors, lambda k, v: not (k.startswith("matmul:") and v > 0.95), 1.005)
 
 
 def summary(rows: list[tuple[Case, float, float]]) -> dict[str, float]:
-    abs_err = [abs(e) for _, _, e in rows]
-    return {"n": len(rows), "mean_abs_pct": 100 * sum(abs_err) / len(abs_err), "max_abs_pct": 100 * max(abs_err)}
+    return validation_report.summary([e for _, _, e in rows])
 
 
 def run(do_fit: bool = True) -> dict[str, Any]:
@@ -342,21 +326,15 @@ def run(do_fit: bool = True) -> dict[str, Any]:
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--no-fit", action="store_true", help="the priors (defaults) only, no fit")
-    args = parser.parse_args(argv)
-    report = run(do_fit=not args.no_fit)
-    if args.json:
-        print(json.dumps(report, indent=1))
-        return 0
+def _print_rows(entries: list[dict[str, Any]]) -> None:
     print(f"{'id':48} {'half':8} {'layout':40} {'published':>10} {'predicted':>10} {'err%':>7}")
-    for r in report["entries"]:
+    for r in entries:
         print(f"{r['id']:48} {r['half']:8} {r['layout']:40} {r['published_step_s']:10.3f} "
               f"{r['predicted_step_s']:10.3f} {r['error_pct']:7.1f}")
-    print_tail(report)
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return validation_report.main(argv, __doc__.splitlines()[0], lambda do_fit: run(do_fit=do_fit), _print_rows)
 
 
 if __name__ == "__main__":
