@@ -5,8 +5,13 @@ file) and, where the run set ``ORCH_TEST_FIXTURE_TIMES=FILE``, one JSON line per
 Prints the wall time, the slowest tests (set-up + call + teardown), the costliest fixtures and
 the count of tests and of ``assert`` statements in the tree, as Markdown for RESULTS.md.
 
-    ORCH_TEST_FIXTURE_TIMES=/tmp/fixtures.jsonl ./scripts/test.sh -q --durations=0 > /tmp/suite.log
-    .venv/bin/python -m benchmarks.suite_times /tmp/suite.log --fixtures /tmp/fixtures.jsonl
+    ORCH_TEST_FIXTURE_TIMES=/tmp/fixtures.jsonl ORCH_TEST_CPU_TIMES=/tmp/cpu.jsonl \
+        ./scripts/test.sh -q --durations=0 > /tmp/suite.log
+    .venv/bin/python -m benchmarks.suite_times /tmp/suite.log --fixtures /tmp/fixtures.jsonl --cpu /tmp/cpu.jsonl
+
+``--cpu`` reads ORCH_TEST_CPU_TIMES's lines (each test's wall time and the CPU seconds of its worker
+and of the processes it waited for): on a machine of few cores the suite's CPU, not its waits,
+bounds how short a parallel run can be, and this says which tests spend it.
 
 ``--tree DIR`` counts another checkout's tests (the commit before a change, say): the counts of
 two trees side by side show that no test and no assert went away.
@@ -54,6 +59,29 @@ def fixture_totals(path: Path) -> list[tuple[str, str, int, float]]:
     return sorted(rows, key=lambda r: -r[3])
 
 
+def cpu_report(path: Path, top: int) -> list[str]:
+    """The CPU the tests spent (their worker's and their waited-for processes'), by directory and the
+    costliest tests: what bounds a parallel suite on few cores."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    spent = {r["test"]: r["cpu_self"] + r["cpu_children"] for r in rows}
+    by_dir: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for r in rows:
+        entry = by_dir["/".join(r["test"].split("/")[:2])]
+        entry[0] += 1
+        entry[1] += r["wall"]
+        entry[2] += spent[r["test"]]
+    lines = ["", f"CPU of the tests: {sum(spent.values()):.0f} s over {len(rows)} tests "
+                 f"(wall summed {sum(r['wall'] for r in rows):.0f} s); by directory:", "",
+             "| directory | tests | wall s (summed) | CPU s |", "|---|---:|---:|---:|"]
+    lines += [f"| `{d}` | {n} | {wall:.0f} | {cpu:.0f} |"
+              for d, (n, wall, cpu) in sorted(by_dir.items(), key=lambda kv: -kv[1][2])]
+    lines += ["", f"The {top} tests that spent the most CPU:", "", "| CPU s | wall s | test |", "|---:|---:|---|"]
+    walls = {r["test"]: r["wall"] for r in rows}
+    lines += [f"| {cpu:.0f} | {walls[test]:.0f} | `{test}` |"
+              for test, cpu in sorted(spent.items(), key=lambda kv: -kv[1])[:top]]
+    return lines
+
+
 def census(tree: Path) -> tuple[int, int]:
     """(test functions, assert statements) in tree/tests: what a faster suite must not lose."""
     tests = asserts = 0
@@ -66,7 +94,7 @@ def census(tree: Path) -> tuple[int, int]:
     return tests, asserts
 
 
-def report(log_path: Path, fixtures: Path | None, tree: Path, top: int) -> str:
+def report(log_path: Path, fixtures: Path | None, tree: Path, top: int, cpu: Path | None = None) -> str:
     log = log_path.read_text(errors="replace")
     tests = durations(log)
     wall = wall_seconds(log)
@@ -84,6 +112,8 @@ def report(log_path: Path, fixtures: Path | None, tree: Path, top: int) -> str:
                   "| fixture | scope | set-ups | seconds |", "|---|---|---:|---:|"]
         lines += [f"| `{name}` | {scope} | {count} | {total:.1f} |"
                   for name, scope, count, total in fixture_totals(fixtures)[:top] if total >= 0.5]
+    if cpu is not None and cpu.exists():
+        lines += cpu_report(cpu, top)
     return "\n".join(lines)
 
 
@@ -91,10 +121,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("log", type=Path, help="the suite run's output, with pytest --durations=0")
     parser.add_argument("--fixtures", type=Path, help="the ORCH_TEST_FIXTURE_TIMES file of the same run")
+    parser.add_argument("--cpu", type=Path, help="the ORCH_TEST_CPU_TIMES file of the same run")
     parser.add_argument("--tree", type=Path, default=REPO, help="checkout whose tests are counted")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
-    print(report(args.log, args.fixtures, args.tree, args.top))
+    print(report(args.log, args.fixtures, args.tree, args.top, args.cpu))
 
 
 if __name__ == "__main__":

@@ -195,6 +195,36 @@ class _FixtureTimes:
             out.write(line + "\n")
 
 
+class _TestCpu:
+    """With ORCH_TEST_CPU_TIMES=FILE, one JSON line per test: wall seconds, this worker's CPU
+    seconds and its reaped children's (every ``orch`` command and run the test waited for), so
+    the suite's use of the cores is known per test. The machine's two cores bound a parallel
+    suite: the sum of these, not of wall times, says how short it can be. Jobs started by the
+    sandbox's slurmd are its children, not the test's, and are not counted here."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        import resource
+
+        def cpu(who: int) -> float:
+            usage = resource.getrusage(who)
+            return usage.ru_utime + usage.ru_stime
+
+        wall, own, children = time.perf_counter(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
+        yield
+        line = json.dumps({"test": item.nodeid, "group": test_group(item.nodeid),
+                           "wall": round(time.perf_counter() - wall, 3),
+                           "cpu_self": round(cpu(resource.RUSAGE_SELF) - own, 3),
+                           "cpu_children": round(cpu(resource.RUSAGE_CHILDREN) - children, 3)})
+        with open(self.path, "a") as out:
+            out.write(line + "\n")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("ORCH_TEST_CPU_TIMES"):
+        config.pluginmanager.register(_TestCpu(os.environ["ORCH_TEST_CPU_TIMES"]), "orch-test-cpu")
     if os.environ.get("ORCH_TEST_FIXTURE_TIMES"):
         config.pluginmanager.register(_FixtureTimes(os.environ["ORCH_TEST_FIXTURE_TIMES"]), "orch-fixture-times")

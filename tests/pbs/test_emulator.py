@@ -160,7 +160,8 @@ def test_array_subjobs_that_have_not_run_show_the_array(pbs, tmp_path: Path, mon
     """The recorded array of 38[]: queued subjobs carry the array's stime, deleted ones substate 70
     and the parent's current Exit_status; finished, they are F 91 with the parent's value."""
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
-    body = 'case "$PBS_ARRAY_INDEX" in 0) exit 3;; 1) sleep 4;; *) true;; esac'
+    opened = tmp_path / "gate-open"  # [1] holds the one slot until the test has looked
+    body = f'case "$PBS_ARRAY_INDEX" in 0) exit 3;; 1) while [ ! -e {opened} ]; do sleep 0.1; done;; *) true;; esac'
     jid = sh("qsub", "-J", "0-3", script(tmp_path, body), check=True).stdout.strip()
     seq = jid.split("[")[0]
     sub = {i: f"{seq}[{i}].pbs01" for i in range(4)}
@@ -181,6 +182,7 @@ def test_array_subjobs_that_have_not_run_show_the_array(pbs, tmp_path: Path, mon
     recorded = "qstat-xtf-json-array-queued-subjob-deleted-after-sibling.json"
     assert set(queued) == keys_of(recorded, "38[3].pbs01") and set(deleted) == keys_of(recorded, "38[4].pbs01")
     assert keys_of(recorded, "38[0].pbs01") <= set(now[sub[0]])
+    opened.touch()
     pbs.wait_all()
     done = doc()
     assert (done[jid]["job_state"], done[jid]["substate"]) == ("F", 91)

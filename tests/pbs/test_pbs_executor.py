@@ -23,6 +23,13 @@ def request(tmp_path: Path, name: str, body: str, shape: str = "", directives: s
                       walltime_s=60, nodes=1, tasks_per_node=1, shape_key=shape)
 
 
+def gate(tmp_path: Path) -> tuple[str, Path]:
+    """A job body that holds its slot until the test opens the gate (touches the file): a job that
+    must still run when the test looks, however long a busy machine takes to get there."""
+    opened = tmp_path / "gate-open"
+    return f"while [ ! -e {opened} ]; do sleep 0.1; done", opened
+
+
 def submit_all(executor: OrchPbsExecutor, reqs: list[JobRequest]) -> list[str]:
     """Submit requests the test expects all submitted: their job ids, in the requests' order."""
     result = executor.submit(reqs)
@@ -151,12 +158,14 @@ def test_a_server_dropping_operands_is_asked_one_at_a_time(pbs, tmp_path: Path,
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
     monkeypatch.setenv("PBS_EMU_DROP_OPERANDS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex")
-    ids = submit_all(ex, [request(tmp_path, "first", "sleep 3"), request(tmp_path, "second", "true"),
+    held, opened = gate(tmp_path)
+    ids = submit_all(ex, [request(tmp_path, "first", held), request(tmp_path, "second", "true"),
                           request(tmp_path, "a0", "true", shape="s"), request(tmp_path, "a1", "true", shape="s")])
     infos = ex.query(ids)
     # Nothing is unknown: every job was asked for again on its own.
     assert all(i.state in (JobState.PENDING, JobState.RUNNING) for i in infos.values()), infos
     assert (tmp_path / "ex" / "qstat-one-operand").exists()
+    opened.touch()
     # Another orch process on the same folder asks one operand per call from the start.
     before = len(pbs.calls("qstat"))
     fresh = OrchPbsExecutor(tmp_path / "ex")
@@ -170,7 +179,8 @@ def test_a_subjob_deleted_before_it_ran_is_cancelled(pbs, tmp_path: Path, monkey
     Exit_status (1); orch records it cancelled, with no start, no exit code."""
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex")
-    ids = submit_all(ex, [request(tmp_path, "s0", "exit 3", shape="s"), request(tmp_path, "s1", "sleep 3", shape="s"),
+    held, opened = gate(tmp_path)
+    ids = submit_all(ex, [request(tmp_path, "s0", "exit 3", shape="s"), request(tmp_path, "s1", held, shape="s"),
                           request(tmp_path, "s2", "true", shape="s")])
     deadline = time.time() + 30
     while ex.query([ids[1]])[ids[1]].state != JobState.RUNNING and time.time() < deadline:
@@ -183,6 +193,7 @@ def test_a_subjob_deleted_before_it_ran_is_cancelled(pbs, tmp_path: Path, monkey
     gone = infos[ids[2]]
     assert (gone.state, gone.failure, gone.exit_code, gone.started_at) == (
         JobState.FAILED, FailureClass.CANCELLED, None, None)
+    opened.touch()
     infos = wait(ex, ids)
     assert infos[ids[2]].failure == FailureClass.CANCELLED and infos[ids[1]].state == JobState.COMPLETED
 
@@ -206,7 +217,8 @@ def test_server_down_is_uncertain_and_queue_limit_defers(pbs, tmp_path: Path) ->
 def test_max_queued_jobs_defers_the_rest(pbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
     ex = OrchPbsExecutor(tmp_path / "ex", {"max_queued_jobs": 3})
-    first = submit_all(ex, [request(tmp_path, f"s{i}", "sleep 5", shape="s") for i in range(2)])
+    held, _ = gate(tmp_path)  # never opened: the test cancels them
+    first = submit_all(ex, [request(tmp_path, f"s{i}", held, shape="s") for i in range(2)])
     assert all(first) and ex.queued_count() == 2
     more = ex.submit([request(tmp_path, f"m{i}", "true") for i in range(3)])
     assert more.job_ids[0] is not None and more.job_ids[1:] == (None, None)

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -72,10 +73,8 @@ def sweep_text(name: str, count: int, walltime: str = "00:05:00") -> str:
             f"    walltime: '{walltime}'\n    grid:\n      m: [{sizes}]\n")
 
 
-@pytest.fixture
-def trivial(cluster, tmp_path: Path):
-    """A working directory on the shared filesystem with the trivial site; returns a runner."""
-    workdir = tmp_path
+def trivial_site(workdir: Path):
+    """The trivial site in ``workdir`` (its own .orch/ and database); returns a runner of orch there."""
     fake = write(workdir / "fake-python", TRIVIAL_PYTHON.format(python=sys.executable))
     fake.chmod(0o755)
 
@@ -91,6 +90,12 @@ def trivial(cluster, tmp_path: Path):
     orch.workdir = workdir  # type: ignore[attr-defined]
     orch.make_site = make_site  # type: ignore[attr-defined]
     return orch
+
+
+@pytest.fixture
+def trivial(cluster, tmp_path: Path):
+    """A working directory on the shared filesystem with the trivial site; returns a runner."""
+    return trivial_site(tmp_path)
 
 
 def sql(orch, query: str) -> list[dict]:
@@ -113,19 +118,24 @@ def test_a_sweep_of_120_runs_goes_as_one_array_and_is_followed_with_one_sacct_pe
     assert rows == [{"n": 120, "lo": 2.0, "hi": 121.0}]
 
 
-def test_sigkill_during_submit_never_loses_or_duplicates_a_run(trivial) -> None:
-    """20 trials: kill `orch submit` at a random moment; `orch status` repairs; each run ends
+# The trials wait on Slurm and on the 8 s grace far more than they compute: they run in lanes side
+# by side, each lane its own working directory and database (the cluster is the one shared thing).
+KILL_TRIALS, KILL_LANES = 20, 4
+
+
+def _kill_trials(lane, trials: list[int]) -> None:
+    """Kill `orch submit` at a random moment in each trial; `orch status` repairs; each run ends
     with exactly one job in Slurm (submitted again only if it had never reached Slurm)."""
-    rng = random.Random(20261122)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ORCH_")},
-           "ORCH_SITES_PATH": str(trivial.workdir / "sites"), "ORCH_SUBMIT_GRACE_S": "8"}
-    for trial in range(20):
+           "ORCH_SITES_PATH": str(lane.workdir / "sites"), "ORCH_SUBMIT_GRACE_S": "8"}
+    for trial in trials:
+        rng = random.Random(20261122 + trial)
         name = f"kill{trial}"
-        sweep = write(trivial.workdir / f"{name}.yaml", sweep_text(name, 6).replace(
+        sweep = write(lane.workdir / f"{name}.yaml", sweep_text(name, 6).replace(
             "    grid:", "    grid:\n      precision: fp32", 1))
-        trivial("plan", str(sweep), check=True)
+        lane("plan", str(sweep), check=True)
         proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", name],
-                                cwd=trivial.workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                cwd=lane.workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.0, 2.5))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -133,32 +143,42 @@ def test_sigkill_during_submit_never_loses_or_duplicates_a_run(trivial) -> None:
         # planned after the grace period; then submit what is planned.
         deadline = time.time() + 60
         while time.time() < deadline:
-            trivial("status", "--sweep", name, check=True)
-            left = sql(trivial, f"SELECT count(*) AS n FROM attempts a JOIN runs r ON r.id = a.run_id "
-                                f"WHERE r.sweep = '{name}' AND a.job_id IS NULL")
+            lane("status", "--sweep", name, check=True)
+            left = sql(lane, f"SELECT count(*) AS n FROM attempts a JOIN runs r ON r.id = a.run_id "
+                             f"WHERE r.sweep = '{name}' AND a.job_id IS NULL")
             if left == [{"n": 0}]:
                 break
             time.sleep(2)
         # Submit what is planned again; when the killed submit had reached Slurm with every run
         # there is nothing left, which `orch submit` reports with exit 1.
-        again = trivial("submit", "--sweep", name)
+        again = lane("submit", "--sweep", name)
         assert again.returncode == 0 or (again.returncode == 1 and "nothing to submit" in again.stderr), (
             again.stdout + again.stderr)
-        runs = sql(trivial, f"SELECT r.id, r.status, count(a.id) AS attempts, count(a.job_id) AS jobs "
-                            f"FROM runs r LEFT JOIN attempts a ON a.run_id = r.id WHERE r.sweep = '{name}' "
-                            f"GROUP BY r.id, r.status")
+        runs = sql(lane, f"SELECT r.id, r.status, count(a.id) AS attempts, count(a.job_id) AS jobs "
+                         f"FROM runs r LEFT JOIN attempts a ON a.run_id = r.id WHERE r.sweep = '{name}' "
+                         f"GROUP BY r.id, r.status")
         assert len(runs) == 6
         for run in runs:
             assert run["attempts"] == 1 and run["jobs"] == 1, (trial, run)
     # Every run's program ran exactly once: nothing lost, nothing run twice.
-    final = json.loads(trivial("status", "--watch", "--interval", "2", "--json", check=True).stdout)
-    failed = sql(trivial, "SELECT r.sweep, a.job_id, a.failure_class, a.exit_code, a.reason FROM attempts a "
-                          "JOIN runs r ON r.id = a.run_id WHERE a.state != 'completed'")
+    final = json.loads(lane("status", "--watch", "--interval", "2", "--json", check=True).stdout)
+    failed = sql(lane, "SELECT r.sweep, a.job_id, a.failure_class, a.exit_code, a.reason FROM attempts a "
+                       "JOIN runs r ON r.id = a.run_id WHERE a.state != 'completed'")
     assert set(final["counts"]) == {"finished"}, failed
-    for trial in range(20):
-        for run in sql(trivial, f"SELECT id, run_dir FROM runs WHERE sweep = 'kill{trial}'"):
+    for trial in trials:
+        for run in sql(lane, f"SELECT id, run_dir FROM runs WHERE sweep = 'kill{trial}'"):
             executions = (Path(run["run_dir"]) / "executions.log").read_text().split()
             assert len(executions) == 1, (trial, run["id"], executions)
+
+
+def test_sigkill_during_submit_never_loses_or_duplicates_a_run(cluster, tmp_path: Path) -> None:
+    """20 trials of a SIGKILL during `orch submit`, in lanes that run side by side."""
+    lanes = [trivial_site(tmp_path / f"lane{i}") for i in range(KILL_LANES)]
+    with ThreadPoolExecutor(KILL_LANES) as pool:
+        done = [pool.submit(_kill_trials, lane, list(range(i, KILL_TRIALS, KILL_LANES)))
+                for i, lane in enumerate(lanes)]
+        for future in done:
+            future.result()  # a lane's failed assertion fails the test with its message
 
 
 def _stub(folder: Path, name: str, body: str) -> None:
