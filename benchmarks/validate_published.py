@@ -22,9 +22,12 @@ tflops_per_device (Megatron's hardware FLOPs, SC21 Eq. 3 / Shoeybi 2019: 96 B s 
 V/16Lh), activation recompute included) = FLOPs / step / devices. So each entry's published
 value gives a published step time, and the error is on step time.
 
+fp8 entries (Transformer Engine) are predicted with the time model's fp8 path: the layers'
+GEMMs at the fp8 peak, the rest in bf16, and a matmul factor of their own per device family
+(``matmul:H100:fp8``), fitted on the fit half like the others.
+
 Exclusions (printed with the reason, never silent): memory metrics (the memory model's
-business), fp8 entries (the time model has no fp8 path: Transformer Engine runs only the GEMMs
-in fp8), entries whose model shape is not published, and entries whose interconnect is not
+business), entries whose model shape is not published, and entries whose interconnect is not
 published (the model needs the node's NICs).
 """
 
@@ -64,12 +67,13 @@ class Case:
     published_s: float
     predict: Callable[[Efficiency], float]
     layout: str
+    precision: str = "bf16"
 
 
 def _precision(text: str) -> str | None:
     text = text.lower()
     if "fp8" in text or "float8" in text:
-        return None
+        return "fp8"  # Transformer Engine's fp8 (delayed or current scaling): the layers' GEMMs only
     if "bf16" in text:
         return "bf16"
     if "16" in text:  # fp16, mixed-16bit
@@ -169,12 +173,16 @@ def _machine(system: dict[str, Any], per_node: int) -> Machine:
 # al. 2023, table 1 and the released configs). Llama 3 and 3.1 8B/70B: the published model configs
 # as tabulated in oumi-ai/oumi configs/recipes/llama3_1/README.md ("MLP intermediate size 14,336 |
 # Num KV heads 8 | Weight tying False" for 8B; 28,672 and 8 for 70B; Llama 3 and 3.1 share the
-# shapes). A third-party table: worth a check against Meta's config.json.
+# shapes). A third-party table: worth a check against Meta's config.json. Llama 3.1 405B: "The Llama 3
+# Herd of Models" (Dubey et al., arXiv:2407.21783), Table 3: 126 layers, model dimension 16,384,
+# FFN dimension 53,248, 128 attention heads, 8 key/value heads (the same table gives 14,336 and
+# 28,672 for 8B and 70B, as above).
 LLAMA_LAYERS: dict[str, dict[str, int]] = {
     "llama2-7b": {"ffn": 11008, "kv_heads": 32}, "llama2-13b": {"ffn": 13824, "kv_heads": 40},
     "llama2-70b": {"ffn": 28672, "kv_heads": 8},
     "llama3-8b": {"ffn": 14336, "kv_heads": 8}, "llama3.1-8b": {"ffn": 14336, "kv_heads": 8},
     "llama3-70b": {"ffn": 28672, "kv_heads": 8}, "llama3.1-70b": {"ffn": 28672, "kv_heads": 8},
+    "llama3.1-405b": {"ffn": 53248, "kv_heads": 8},
 }
 
 
@@ -207,7 +215,7 @@ def load_cases(figures: Path = HERE / "figures.yaml",
         precision = _precision(str(e["precision"]))
         model, layout = e["model"], e["layout"]
         if precision is None:
-            excluded.append((e["id"], f"precision {e['precision']!r}: the time model has no fp8 path"))
+            excluded.append((e["id"], f"precision {e['precision']!r}: not one the time model knows"))
             continue
         if e["device"] not in table:
             excluded.append((e["id"], f"device {e['device']!r}: its system (interconnect) is not published"))
@@ -239,7 +247,7 @@ def load_cases(figures: Path = HERE / "figures.yaml",
                                 micro_batch=mb, global_batch=gb)
 
         cases.append(Case(e["id"], str(e["url"]), e["device"], published, predict,
-                          f"{lay.name} mb{mb} gb{global_batch} {precision}"))
+                          f"{lay.name} mb{mb} gb{global_batch} {precision}", precision))
     return cases, excluded
 
 
@@ -264,8 +272,14 @@ def split(cases: list[Case]) -> tuple[list[Case], list[Case]]:
 PRIOR_WEIGHT = 0.02  # penalty per unit |log(factor / prior)|: a mild pull, not a constraint
 
 
-def _efficiency(base: Efficiency, factors: dict[str, float], device: str) -> Efficiency:
-    eff = dataclasses.replace(base, matmul=factors.get(f"matmul:{_family(device)}", base.matmul))
+def _factor(case: Case) -> str:
+    """The matmul factor of a case: one per device family, and one more for its fp8 runs (a
+    fraction of the fp8 peak, which Transformer Engine's GEMMs reach less of than 16-bit ones do of theirs)."""
+    return f"matmul:{_family(case.device)}" + (":fp8" if case.precision == "fp8" else "")
+
+
+def _efficiency(base: Efficiency, factors: dict[str, float], case: Case) -> Efficiency:
+    eff = dataclasses.replace(base, matmul=factors.get(_factor(case), base.matmul))
     if "step_overhead_ms" in factors and hasattr(eff, "step_overhead_ms"):
         eff = dataclasses.replace(eff, step_overhead_ms=factors["step_overhead_ms"])  # type: ignore[call-arg]
     return eff
@@ -275,14 +289,14 @@ def errors(cases: list[Case], base: Efficiency, factors: dict[str, float]) -> li
     """(case, predicted step, signed relative error) of each case."""
     out = []
     for c in cases:
-        predicted = c.predict(_efficiency(base, factors, c.device))
+        predicted = c.predict(_efficiency(base, factors, c))
         out.append((c, predicted, (predicted - c.published_s) / c.published_s))
     return out
 
 
 def fit(cases: list[Case], base: Efficiency, priors: dict[str, float]) -> dict[str, float]:
     """Factors minimising mean |log(pred/pub)| + PRIOR_WEIGHT x sum |log(f/prior)|, by coordinate descent."""
-    families = {f"matmul:{_family(c.device)}" for c in cases}
+    families = {_factor(c) for c in cases}
     factors = {k: v for k, v in priors.items() if k in families or not k.startswith("matmul:")}
 
     def loss(fs: dict[str, float]) -> float:
@@ -309,8 +323,10 @@ def run(do_fit: bool = True) -> dict[str, Any]:
     # The documented defaults; "source" marks them as given here, so Machine.for_precision keeps them.
     base = dataclasses.replace(DEFAULT_EFFICIENCY["cuda"], source="validate_published")
     priors: dict[str, float] = {}
-    for c in cases:  # prior: the per-model table (16-bit: every usable entry is fp16/bf16)
-        priors[f"matmul:{_family(c.device)}"] = matmul_efficiency(c.device, "bf16") or base.matmul
+    for c in cases:  # prior: the per-model table; fp8 without a table entry: the 16-bit figure
+        precision = "fp8" if c.precision == "fp8" else "bf16"
+        priors[_factor(c)] = (matmul_efficiency(c.device, precision) or matmul_efficiency(c.device, "bf16")
+                              or base.matmul)
     if hasattr(base, "step_overhead_ms"):
         priors["step_overhead_ms"] = float(base.step_overhead_ms)
     factors = fit(fit_half, base, priors) if do_fit else dict(priors)

@@ -266,3 +266,22 @@ def test_breakdown_sums_to_the_step() -> None:
         parts = breakdown(est)
         assert tuple(parts) == BREAKDOWN and all(v >= 0 for v in parts.values())
         assert sum(parts.values()) == pytest.approx(est.step_s, rel=1e-9)
+
+
+def test_fp8_runs_the_layers_gemms_at_the_fp8_peak_and_the_rest_in_bf16() -> None:
+    """Transformer Engine's fp8: only the layers' linear GEMMs at the fp8 peak (twice bf16's on an
+    H100), so the step gains less than 2x; attention's products and the LM head stay bf16. A device
+    without an fp8 peak runs them at its 16-bit one."""
+    shape = gpt_shape("gpt2-xl", 2048)
+    h100 = _machine("dgx")
+    assert h100.peak("fp8") == pytest.approx(2 * h100.peak("bf16"), rel=1e-3)
+    step = {p: estimate(shape, Layout(dp=1), h100, precision=p, batch_size=4).step_s for p in ("bf16", "fp8")}
+    assert step["bf16"] / 2 < step["fp8"] < step["bf16"]
+    # By hand: the layers' GEMMs are 24 h^2 FLOPs a token forward (q, k, v, o: 8 h^2; MLP: 16 h^2),
+    # three passes, 2 FLOPs a multiply-add; at the fp8 peak they take that much less, nothing else changes.
+    layers, h, tokens = 48, 1600, 4 * 2048
+    gemm_flops = 3 * layers * 24 * h * h * tokens
+    saved = gemm_flops / (h100.peak("bf16") * 1e12) - gemm_flops / (h100.peak("fp8") * 1e12)
+    assert step["bf16"] - step["fp8"] == pytest.approx(saved, rel=1e-6)
+    no_fp8 = dataclasses.replace(h100, peak_tflops={k: v for k, v in h100.peak_tflops.items() if k != "fp8"})
+    assert estimate(shape, Layout(dp=1), no_fp8, precision="fp8", batch_size=4).step_s == pytest.approx(step["bf16"])

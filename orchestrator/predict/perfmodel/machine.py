@@ -59,6 +59,11 @@ MATMUL_EFFICIENCY: dict[tuple[str, str], float] = {
     ("H100", "16bit"): 0.51,  # fit half: 0.513 (LLM Foundry)
     ("H200", "16bit"): 0.51,  # no H200 measurement: the H100's (same GH100 die and clocks, more HBM)
     ("V100", "16bit"): 0.52,  # fit half: 0.520 (Megatron 2019 blog, v1.0 blog, 2020 README)
+    # fp8 (Transformer Engine): the fraction of the fp8 peak the layers' GEMMs reach, the rest of the
+    # step in bf16 (transformer._step_time). Fit half: 0.613 (NeMo 24.07 and Megatron-Bridge 25.11 on
+    # DGX H100, Llama 2/3); the H200 takes the H100's, as for 16-bit.
+    ("H100", "fp8"): 0.61,
+    ("H200", "fp8"): 0.61,
     ("A100", "fp32"): 0.8,
     ("H100", "fp32"): 0.8,
     ("V100", "fp32"): 0.8,

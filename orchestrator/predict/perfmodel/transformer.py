@@ -137,11 +137,13 @@ def _grid(tp: int) -> tuple[int, int]:
 
 
 def _layer_forward(shape: ModelShape, layout: Layout, machine: Machine, tokens: float, mb: int,
-                   act: int, peak: float) -> tuple[float, float]:
+                   act: int, peak: float, gemm_peak: float | None = None) -> tuple[float, float]:
     """(all ops, of which attention) forward seconds of one layer for one micro-batch on one device.
 
     ``tokens``: this device's query tokens (mb x s / cp); keys and values span the whole sequence.
+    ``gemm_peak``: the peak of the layer's linear GEMMs where it is not ``peak`` (fp8 runs).
     """
+    gemm_peak = gemm_peak or peak
     h, t, s = shape.hidden, layout.tp, shape.seq_len
     heads_local = math.ceil(shape.heads / t)  # padded heads where tp does not divide them
     hd = h // shape.heads
@@ -150,7 +152,7 @@ def _layer_forward(shape: ModelShape, layout: Layout, machine: Machine, tokens: 
     elem = tokens * h / t
 
     def gemm(m: float, k: float, n: float) -> float:
-        return _op(machine, 2 * m * k * n, (m * k + k * n + m * n) * act, peak)
+        return _op(machine, 2 * m * k * n, (m * k + k * n + m * n) * act, gemm_peak)
 
     def elementwise(n: float, passes: int = 2) -> float:
         return _op(machine, 0.0, n * act * passes, peak)
@@ -233,10 +235,19 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
     mb = min(mb, per_replica)
     act = BYTES.get(precision, 4)
     peak = machine.peak(precision) * 1e12
+    gemm_peak = peak
+    if precision == "fp8":
+        # fp8 training as Transformer Engine and torchao's float8 run it: the layers' linear GEMMs
+        # in fp8 (at the fp8 peak, inputs cast per GEMM), everything else (attention's products,
+        # the LM head, element-wise work, activations kept for the backward, gradients) in bf16.
+        # The run's matmul efficiency is the (device model, fp8) one (machine.MATMUL_EFFICIENCY).
+        act = BYTES["bf16"]
+        peak = machine.peak("bf16") * 1e12
+        gemm_peak = machine.peak("fp8") * 1e12 if "fp8" in machine.peak_tflops else peak
     tokens = mb * shape.seq_len / layout.cp
     t, p, cp, d = layout.tp, layout.pp, layout.cp, layout.dp
 
-    fwd, _ = _layer_forward(shape, layout, machine, tokens, mb, act, peak)
+    fwd, _ = _layer_forward(shape, layout, machine, tokens, mb, act, peak, gemm_peak)
     passes = 4.0 if layout.recompute else 3.0  # forward + backward (2x) [+ recomputed forward]
     tp_comm = _tp_comm(shape, layout, machine, tokens, act) * (passes - 1.0)  # fwd, bwd (x2 volume), recompute
     # Context parallel as the gpt2 workload runs it (workloads/context.py): K and V of the whole
