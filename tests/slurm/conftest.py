@@ -20,6 +20,16 @@ from orchestrator.run.executors.slurm import SlurmExecutor
 HERE = Path(__file__).parent
 
 
+def status_seconds() -> float:
+    """How long the read-only ``sandbox.status()`` takes now: an idempotent ``up()`` does that check
+    and little more, so its time is judged against this one, taken under the same load."""
+    from orchestrator.sites import sandbox
+
+    began = time.monotonic()
+    sandbox.status()
+    return time.monotonic() - began
+
+
 def pytest_collection_modifyitems(config, items):
     # Under pytest-xdist every test here runs on one worker, in order (tests/conftest.py's test_group).
     for item in items:

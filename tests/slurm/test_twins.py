@@ -35,6 +35,7 @@ from orchestrator.sites.profiles import load_site
 from orchestrator.sites.sandbox.proc import _clean_env, _pid_alive
 from orchestrator.timefmt import parse_walltime
 from tests.conftest import run_orch, write
+from tests.slurm.conftest import status_seconds
 
 pytestmark = pytest.mark.slurm
 
@@ -91,7 +92,9 @@ def test_twin_is_up_idempotent_and_shaped_like_the_site(twin: str) -> None:
     pid = _pid_alive(sandbox.CTLD_PID, "slurmctld")
     t0 = time.monotonic()
     st = sandbox.up(like=twin, env=ENV)
-    assert time.monotonic() - t0 < 5 and _pid_alive(sandbox.CTLD_PID, "slurmctld") == pid
+    took = time.monotonic() - t0
+    # No restart (the same controller), and quick: 5 s, or 3x a status check where a busy machine slows both.
+    assert took < max(5.0, 3 * status_seconds()) and _pid_alive(sandbox.CTLD_PID, "slurmctld") == pid
     assert st.ok and st.twin == twin and st.enforce == "associations,limits,qos"
     queues = {q.name for target in TWINS[twin] for q in load_site(target).queues if not q.implicit}
     assert queues <= set(st.partitions), (queues, st.partitions)
