@@ -17,6 +17,13 @@ SAMPLES = HERE / "samples"
 COMMANDS = ("qsub", "qstat", "qdel", "qrerun")
 
 
+def gate(tmp_path: Path) -> tuple[str, Path]:
+    """A job body that holds its slot until the test opens the gate (touches the file): a job that
+    must still run when the test looks, however long a busy machine takes to get there."""
+    opened = tmp_path / "gate-open"
+    return f"while [ ! -e {opened} ]; do sleep 0.1; done", opened
+
+
 @dataclass
 class PbsEmulator:
     home: Path

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pbs.conftest import SAMPLES
+from tests.pbs.conftest import SAMPLES, gate
 
 
 def sh(*args: str, check: bool = False) -> subprocess.CompletedProcess:
@@ -160,8 +160,8 @@ def test_array_subjobs_that_have_not_run_show_the_array(pbs, tmp_path: Path, mon
     """The recorded array of 38[]: queued subjobs carry the array's stime, deleted ones substate 70
     and the parent's current Exit_status; finished, they are F 91 with the parent's value."""
     monkeypatch.setenv("PBS_EMU_SLOTS", "1")
-    opened = tmp_path / "gate-open"  # [1] holds the one slot until the test has looked
-    body = f'case "$PBS_ARRAY_INDEX" in 0) exit 3;; 1) while [ ! -e {opened} ]; do sleep 0.1; done;; *) true;; esac'
+    held, opened = gate(tmp_path)  # [1] holds the one slot until the test has looked
+    body = f'case "$PBS_ARRAY_INDEX" in 0) exit 3;; 1) {held};; *) true;; esac'
     jid = sh("qsub", "-J", "0-3", script(tmp_path, body), check=True).stdout.strip()
     seq = jid.split("[")[0]
     sub = {i: f"{seq}[{i}].pbs01" for i in range(4)}

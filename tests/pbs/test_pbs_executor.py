@@ -11,6 +11,7 @@ from submitit.core import plugins
 
 from orchestrator.run.executors import FailureClass, JobInfo, JobRequest, JobState, executor_for
 from orchestrator.run.executors.pbs import OrchPbsExecutor, PbsExecutor, PbsJobEnvironment
+from tests.pbs.conftest import gate
 
 
 def request(tmp_path: Path, name: str, body: str, shape: str = "", directives: str = "") -> JobRequest:
@@ -21,13 +22,6 @@ def request(tmp_path: Path, name: str, body: str, shape: str = "", directives: s
                       f"{directives}echo running {name}\n{body}\n")
     return JobRequest(run_id=name, attempt=1, script_path=script, run_dir=run_dir, job_name=f"orch-{name}-a1",
                       walltime_s=60, nodes=1, tasks_per_node=1, shape_key=shape)
-
-
-def gate(tmp_path: Path) -> tuple[str, Path]:
-    """A job body that holds its slot until the test opens the gate (touches the file): a job that
-    must still run when the test looks, however long a busy machine takes to get there."""
-    opened = tmp_path / "gate-open"
-    return f"while [ ! -e {opened} ]; do sleep 0.1; done", opened
 
 
 def submit_all(executor: OrchPbsExecutor, reqs: list[JobRequest]) -> list[str]:

@@ -83,12 +83,18 @@ def trivial_site(workdir: Path):
 
     make_site()
 
+    site_env = {"ORCH_SITES_PATH": str(workdir / "sites"), "ORCH_SUBMIT_GRACE_S": "8"}
+
     def orch(*args: str, **kw):
-        env = {"ORCH_SITES_PATH": str(workdir / "sites"), "ORCH_SUBMIT_GRACE_S": "8", **kw.pop("env", {})}
-        return run_orch(*args, cwd=workdir, env=env, **kw)
+        return run_orch(*args, cwd=workdir, env={**site_env, **kw.pop("env", {})}, **kw)
+
+    def popen_env(**extra: str) -> dict[str, str]:
+        """The environment of an orch process the test starts itself (to kill it, or beside others)."""
+        return {**{k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}, **site_env, **extra}
 
     orch.workdir = workdir  # type: ignore[attr-defined]
     orch.make_site = make_site  # type: ignore[attr-defined]
+    orch.popen_env = popen_env  # type: ignore[attr-defined]
     return orch
 
 
@@ -126,8 +132,7 @@ KILL_TRIALS, KILL_LANES = 20, 4
 def _kill_trials(lane, trials: list[int]) -> None:
     """Kill `orch submit` at a random moment in each trial; `orch status` repairs; each run ends
     with exactly one job in Slurm (submitted again only if it had never reached Slurm)."""
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ORCH_")},
-           "ORCH_SITES_PATH": str(lane.workdir / "sites"), "ORCH_SUBMIT_GRACE_S": "8"}
+    env = lane.popen_env()
     for trial in trials:
         rng = random.Random(20261122 + trial)
         name = f"kill{trial}"
@@ -256,10 +261,9 @@ def test_a_long_submit_keeps_its_intents_while_status_runs(trivial) -> None:
     site.write_text(site.read_text().replace("max_array_size: 1000", "max_array_size: 1"))
     sweep = write(trivial.workdir / "slow.yaml", sweep_text("slow", 6))
     trivial("plan", str(sweep), check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
-    env.update({"ORCH_SITES_PATH": str(trivial.workdir / "sites"), "ORCH_SUBMIT_GRACE_S": "8", **_path(slow)})
     submit = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", "--sweep", "slow"],
-                              cwd=trivial.workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              cwd=trivial.workdir, env=trivial.popen_env(**_path(slow)),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started, statuses = time.time(), 0
     while submit.poll() is None:
         if time.time() - started > 8.5:

@@ -137,13 +137,12 @@ def _grid(tp: int) -> tuple[int, int]:
 
 
 def _layer_forward(shape: ModelShape, layout: Layout, machine: Machine, tokens: float, mb: int,
-                   act: int, peak: float, gemm_peak: float | None = None) -> tuple[float, float]:
+                   act: int, peak: float, gemm_peak: float) -> tuple[float, float]:
     """(all ops, of which attention) forward seconds of one layer for one micro-batch on one device.
 
     ``tokens``: this device's query tokens (mb x s / cp); keys and values span the whole sequence.
-    ``gemm_peak``: the peak of the layer's linear GEMMs where it is not ``peak`` (fp8 runs).
+    ``gemm_peak``: the peak of the layer's linear GEMMs (``peak`` but in fp8 runs).
     """
-    gemm_peak = gemm_peak or peak
     h, t, s = shape.hidden, layout.tp, shape.seq_len
     heads_local = math.ceil(shape.heads / t)  # padded heads where tp does not divide them
     hd = h // shape.heads
