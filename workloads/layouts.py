@@ -23,6 +23,10 @@ from typing import Any, Mapping
 
 SCHEDULES: tuple[str, ...] = ("1f1b", "gpipe")
 CHECKPOINTING: tuple[str, ...] = ("none", "full")
+# How the optimiser clears gradients between steps: "none" frees them (zero_grad(set_to_none=True),
+# torch's default since 2.0), "zeros" zeroes them in place and keeps them (torch 1.x's default, what
+# programs of 2022 did): their memory is then live through the next forward and backward.
+ZERO_GRAD: tuple[str, ...] = ("none", "zeros")
 
 
 class LayoutError(ValueError):
@@ -101,6 +105,12 @@ def resolve(p: Mapping[str, Any], world: int, *, n_layer: int | None = None, n_h
     ac = checkpointing_on(p.get("activation_checkpointing", "none"))
     schedule = str(p.get("pp_schedule") or "1f1b")
     strategy = str(p.get("strategy") or "ddp")
+    zero_grad = str(p.get("zero_grad") or "none")
+    if zero_grad not in ZERO_GRAD:
+        raise LayoutError(f"zero_grad {zero_grad!r}: expected one of {', '.join(ZERO_GRAD)}")
+    if zero_grad == "zeros" and strategy.startswith("zero"):
+        raise LayoutError(f"zero_grad zeros with {strategy}: DeepSpeed's engine clears its own gradient "
+                          "partitions; use ddp or fsdp-full/fsdp-grad-op")
     if tp < 1 or pp < 1 or cp < 1:
         raise LayoutError(f"tp {tp}, pp {pp} and cp {cp} must be at least 1")
     if cp > 1:

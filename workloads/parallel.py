@@ -47,7 +47,7 @@ from workloads.harness import Session
 from workloads.layouts import Layout, stage_bounds
 from workloads.models.configs import GPTConfig
 from workloads.models.gpt import GPT
-from workloads.strategies import TorchTrainer, adamw
+from workloads.strategies import TorchTrainer, adamw, grads_to_none
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -240,6 +240,7 @@ class PipelineTrainer:
         self.syncs, self.loss_rank = syncs, loss_rank
         self.loss_context = _loss_context(layout)
         self.opt = adamw(session, stage_module.parameters(), lr, mixed_tensors=layout.tp > 1)
+        self.to_none = grads_to_none(session)
 
     def step(self, micro: list[Batch]) -> torch.Tensor:
         prec, dev = self.session.precision, self.session.device
@@ -256,7 +257,7 @@ class PipelineTrainer:
         for sync in self.syncs:
             sync()
         self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad(set_to_none=self.to_none)
         if not losses:
             return torch.zeros((), device=x.device)
         return _local(losses[-1].detach()).float()  # the last micro-batch's, as with grad_accum

@@ -360,6 +360,9 @@ register(
                   "tensor-parallel regions (LayerNorms, dropout, residual stream); needs --tp >= 2"),
             Param("activation_checkpointing", str, "none", "none | full (every block's forward recomputed in "
                   "the backward, only its input kept; any strategy)", ("none", "full")),
+            Param("zero_grad", str, "none", "how the optimiser clears gradients between steps: none (freed, "
+                  "torch >= 2.0's default) | zeros (zeroed in place and kept, torch 1.x's default: a 2022 "
+                  "program's memory; not with DeepSpeed)", ("none", "zeros")),
         ),
         axes=frozenset({"batch_size", "seq_len", "strategy"}),
         axis_defaults={"batch_size": 8, "seq_len": 1024, "strategy": "ddp"},

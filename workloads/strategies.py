@@ -65,6 +65,12 @@ def adamw(session: Session, params: Iterable[nn.Parameter], lr: float, *,
     return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused or None)
 
 
+def grads_to_none(session: Session) -> bool:
+    """Whether the optimiser frees the gradients between steps (``--zero-grad none``, the default)
+    or zeroes them in place and keeps them (``zeros``: torch 1.x's default, a 2022 program's memory)."""
+    return str(getattr(getattr(session, "args", None), "zero_grad", None) or "none") == "none"
+
+
 class TorchTrainer(Trainer):
     """ddp, fsdp and the plain single-rank model; with its hooks, tensor parallel too (workloads/parallel.py).
 
@@ -87,6 +93,7 @@ class TorchTrainer(Trainer):
         self.after_backward = after_backward
         self.opt = adamw(session, model.parameters(), lr) if optimizer is None else optimizer
         self.scaler = session.precision.grad_scaler(session.device)
+        self.to_none = grads_to_none(session)
 
     def step(self, micro: list[Batch]) -> torch.Tensor:
         prec, dev = self.session.precision, self.session.device
@@ -103,7 +110,7 @@ class TorchTrainer(Trainer):
             self.scaler.update()
         else:
             self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad(set_to_none=self.to_none)
         return self.local_loss(loss.detach())
 
     def local_loss(self, loss: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from orchestrator.predict import zero_step
 from orchestrator.predict.states import model_state_bytes
 
 # Bytes per element of the 16-bit logits, the fp32 log-softmax output, and the two fp32 gradients.
@@ -83,6 +84,12 @@ class Run:
     micro_batch: int = 1
     recompute: str = "none"  # none | op (torchtitan's op-level selective) | full
     precision: str = "bf16"  # bf16/fp16 (16-bit activations), amp (torch.autocast over fp32), fp32
+    # DeepSpeed ZeRO-3 as PyTorch Lightning 1.7's DeepSpeedStrategy configured it: deepspeed.zero.Init
+    # with remote_device="cpu" (its default then) keeps each rank's 16-bit parameter partition in host
+    # memory (DeepSpeed v0.7.0 partition_parameters.py: the partition is made on remote_device and
+    # all-gathered up from there), so the device holds 14 of the 16 bytes per sharded parameter.
+    host_params: bool = False
+    reduce_bucket: float = 0  # elements of DeepSpeed's reduce bucket (kept whole with contiguous gradients)
 
 
 def saved_per_token(shape: Shape, precision: str, recompute: str = "none") -> float:
@@ -118,8 +125,9 @@ def terms(shape: Shape, run: Run) -> dict[str, float]:
     layers_here = math.ceil(shape.layers / run.pp)
     embedding = shape.embedding_params() / (2 if run.pp > 1 else 1)  # the first stage: the input table
     params_here = (layers_here * shape.layer_params() + embedding) / run.tp
-    states_precision = "fp32" if run.precision in ("fp32", "amp") else run.precision
-    out: dict[str, float] = {"states": model_state_bytes(int(params_here), run.strategy, run.dp, states_precision)}
+    out: dict[str, float] = {"states": _states(params_here, run)}
+    if run.reduce_bucket:
+        out["zero_reduce_bucket"] = run.reduce_bucket * (4 if run.precision == "fp32" else 2)
     if run.precision == "amp":
         # fp32 weights and gradients and Adam's moments are the 16N; autocast also caches every
         # weight's 16-bit copy for the forward (2N).
@@ -149,3 +157,30 @@ def terms(shape: Shape, run: Run) -> dict[str, float]:
         unit = shape.layer_params() / run.tp
         out["fsdp_working_set"] = 2 * unit * 2 + unit * 4  # two gathered 16-bit units + one fp32 gradient
     return out
+
+
+def step_terms(shape: Shape, run: Run, sub_group_size: float = zero_step.DS_SUB_GROUP_SIZE,
+               foreach_optimizer: bool = True) -> dict[str, float]:
+    """A DeepSpeed ZeRO run's other phase, its optimizer step: the sharded states and the fp32
+    gradients (and optimizer temporaries) of ``zero_step`` (empty for other strategies). The run's
+    peak is the larger of this and :func:`terms`, which is the backward's start."""
+    if run.strategy not in ("zero1", "zero2", "zero3"):
+        return {}
+    params_here = (math.ceil(shape.layers / run.pp) * shape.layer_params() + shape.embedding_params()) / run.tp
+    width = 4 if run.precision == "fp32" else 2
+    stage = int(run.strategy[-1])
+    elements = zero_step.step_elements(params_here / run.dp, stage, sub_group_size)
+    out = {"states": _states(params_here, run), "zero_step": zero_step.step_bytes(elements, width, foreach_optimizer)}
+    if run.reduce_bucket:
+        out["zero_reduce_bucket"] = run.reduce_bucket * width
+    return out
+
+
+def _states(params_here: float, run: Run) -> float:
+    """The rank's sharded states on the device: ``states.model_state_bytes``, less the 16-bit
+    parameter partition where ZeRO-3 keeps it in host memory (``Run.host_params``)."""
+    precision = "fp32" if run.precision in ("fp32", "amp") else run.precision
+    states = model_state_bytes(int(params_here), run.strategy, run.dp, precision)
+    if run.host_params and run.strategy == "zero3" and precision in ("fp16", "bf16"):
+        states -= 2 * params_here / run.dp
+    return states

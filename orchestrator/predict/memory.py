@@ -136,7 +136,7 @@ def allreduce(p: dict[str, Any]) -> int:
 # without torch, so that a plan whose shapes are all cached never imports torch.
 
 # The predictor's own files (this folder) and the workload code it traces (workloads/).
-_PREDICTOR_CODE = ("memory.py", "memory_inputs.py", "states.py", "traces.py", "memory_trace.py")
+_PREDICTOR_CODE = ("memory.py", "memory_inputs.py", "states.py", "traces.py", "memory_trace.py", "zero_step.py")
 # The cache's own version, in every key: 2 since DeepSpeed's part became its documented states and
 # buffers (issue 25; version 1 held the fitted model that went below the sharded states).
 CACHE_VERSION = 2

@@ -66,7 +66,9 @@ from workloads.layouts import Layout
 class _Session:
     """What ``strategies.build`` and ``TorchTrainer`` ask of a session, for rank 0 of N."""
 
-    def __init__(self, precision: str, world_size: int) -> None:
+    def __init__(self, precision: str, world_size: int, zero_grad: str = "none") -> None:
+        from types import SimpleNamespace
+
         from workloads.harness import precision as precisions
         from workloads.harness.device import Device
 
@@ -76,6 +78,7 @@ class _Session:
                                             training=True)
         self.world_size = world_size
         self.rank = 0
+        self.args = SimpleNamespace(zero_grad=zero_grad)  # what the trainers read of the run's options
 
     def ensure_process_group(self) -> str:
         return "fake"
@@ -190,7 +193,7 @@ def measure_step(inputs: Inputs) -> int:
 
     if inputs.strategy not in TRACED:
         raise ValueError(f"{inputs.strategy} is not traced (traced: {', '.join(TRACED)})")
-    session = _Session(inputs.precision, inputs.devices)
+    session = _Session(inputs.precision, inputs.devices, inputs.zero_grad)
     needs_group = inputs.strategy != "ddp" or inputs.devices > 1
     group = _fake_group(inputs.devices) if needs_group else contextlib.nullcontext()
     layout = None
@@ -208,7 +211,8 @@ def measure_step(inputs: Inputs) -> int:
             for param in trainer.model.parameters():
                 param.grad = torch.zeros_like(param)
             _make_states(opt)
-            opt.zero_grad(set_to_none=True)
+            # As the first step leaves them: freed, or (zero_grad zeros) zeroed and kept.
+            opt.zero_grad(set_to_none=inputs.zero_grad == "none")
             trainer.step(next(_batches((inputs.batch, inputs.seq), inputs.accum)))
             del trainer, opt
         return tracker.peak

@@ -23,7 +23,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
+from orchestrator.predict import zero_step
 from orchestrator.predict.memory_inputs import ACCUM_TRACED, DEEPSPEED, Inputs
+from orchestrator.predict.states import model_state_bytes
 from workloads.models.configs import param_sizes, total_params
 
 # The strategy of a leaf that is the plain model's forward and backward, gradients kept, with every
@@ -178,10 +180,28 @@ def deepspeed_base(inputs: Inputs, forward_backward: int) -> float:
 
 
 def deepspeed_bytes(inputs: Inputs, forward_backward: int) -> int:
-    """ZeRO stage 1-3 per rank: ``deepspeed_base`` + the optimizer's sharded states, 12N/d: the fp32
-    master partition (4) and Adam's two moments (8) (the ZeRO paper's K = 12; in fp32 mode
-    DeepSpeed keeps its own fp32 partition beside the model's weights as well). Every term is >= 0
-    and the traced forward/backward holds the whole 16-bit weights and gradients (ZeRO-3: their
-    1/d), so this is never below the sharded states (``states.model_state_bytes``)."""
+    """ZeRO stage 1-3 per rank, the larger of its two phases. The backward: ``deepspeed_base`` +
+    the optimizer's sharded states, 12N/d: the fp32 master partition (4) and Adam's two moments (8)
+    (the ZeRO paper's K = 12; in fp32 mode DeepSpeed keeps its own fp32 partition beside the
+    model's weights as well). The optimizer step (:func:`deepspeed_step`). Every term is >= 0 and
+    the traced forward/backward holds the whole 16-bit weights and gradients (ZeRO-3: their 1/d),
+    so this is never below the sharded states (``states.model_state_bytes``)."""
     n = total_params(inputs.cfg)
-    return int(deepspeed_base(inputs, forward_backward) + 12 * n / inputs.devices)
+    backward = deepspeed_base(inputs, forward_backward) + 12 * n / inputs.devices
+    return int(max(backward, deepspeed_step(inputs)))
+
+
+def deepspeed_step(inputs: Inputs) -> float:
+    """The optimizer step's peak: the sharded states, the fp32 gradients DeepSpeed converts for the
+    step and torch AdamW's foreach temporary (the gpt2 workload passes torch.optim.AdamW, foreach by
+    default on CUDA; ``zero_step``), and ZeRO-3's reduce bucket (allocated once at start-up with
+    contiguous gradients, stage3.py, and kept)."""
+    n = total_params(inputs.cfg)
+    stage = int(inputs.strategy[-1])
+    w = _width(inputs)
+    states = model_state_bytes(n, inputs.strategy, inputs.devices, "fp32" if w == 4 else "bf16")
+    if w == 4:
+        states += 4 * n / inputs.devices  # DeepSpeed's own fp32 partition beside the weights
+    extra = zero_step.step_bytes(zero_step.step_elements(n / inputs.devices, stage), w, foreach_optimizer=True)
+    bucket = DS_REDUCE_BUCKET * w if stage == 3 else 0
+    return states + extra + bucket

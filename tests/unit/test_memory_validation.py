@@ -1,8 +1,8 @@
 """The memory model against published, cited measured peaks (issue 25; benchmarks/validate_memory.py).
 
 The issue: "memory within 10% of published measured peaks", on the held-out half. Met for the mean
-(6.2% on 2026-11-27, 11 entries); not for every entry (held-out max 12.4%: the GPT-2 12B ZeRO-3 row),
-so the max is held to HELD_MAX_HOLDS (13%), a regression bound, not the issue's (benchmarks/RESULTS.md).
+(5.5% on 2026-11-27, 11 entries); not for every entry (held-out max 10.9%: a BERT amp row), so the
+max is held to HELD_MAX_HOLDS (11%), a regression bound, not the issue's (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -31,9 +31,32 @@ def test_held_out_error_within_the_bounds() -> None:
     module = _script()
     assert (module.TARGET_MEAN, module.TARGET_MAX) == (0.10, 0.10)  # the issue's bound, unchanged
     assert held["mean_abs_pct"] <= 100 * module.TARGET_MEAN, held
-    assert module.HELD_MAX_HOLDS <= 0.13  # the regression bound may only tighten
+    assert module.HELD_MAX_HOLDS <= 0.11  # the regression bound may only tighten
     assert held["max_abs_pct"] <= 100 * module.HELD_MAX_HOLDS, held
     assert all(e["reason"] for e in report["excluded"])  # every exclusion carries its reason
+    # The plan's own traced prediction (orch's gpt2 program with the published program's choices),
+    # no factor: within the issue's 10% of each published peak it is set beside.
+    plan = [e for e in report["entries"] if e["half"] == "plan"]
+    assert plan and report["plan"]["n"] == len(plan)
+    assert all(abs(e["error_pct"]) <= 100 * module.TARGET_MAX for e in plan), plan
+
+
+def test_kept_gradients_are_what_brings_the_plans_prediction_to_the_published_peak() -> None:
+    """The plan row's program choice matters and is what the published program made: with the
+    gradients freed between steps (torch >= 2.0's default) the trace is over 15% below the peak that
+    Lightning on torch 1.x measured; kept (zeroed in place), within 10%. Kept adds one fp32 gradient
+    per parameter (4 bytes of GPT-2 XL's 1.56e9) to the peak, as the real run holds it."""
+    from orchestrator.predict import memory
+
+    module = _script()
+    entry, p = next(iter(module.PLAN_RUNS.items()))
+    cases, _ = module.load_cases()
+    published = next(c.published for c in cases if c.id == entry)
+    kept, _ = memory.predicted("gpt2", p, memory.predict_bytes)
+    freed, _ = memory.predicted("gpt2", dict(p, zero_grad="none"), memory.predict_bytes)
+    assert abs(kept - published) / published <= module.TARGET_MAX
+    assert (published - freed) / published > 0.15
+    assert kept - freed >= 0.9 * 4 * 1.557e9
 
 
 def test_split_is_deterministic_and_covers_each_source() -> None:

@@ -117,3 +117,30 @@ def test_deepspeed_is_never_below_its_sharded_states(strategy: str, precision: s
     least_forward_backward = 2 * (4 if precision == "fp32" else 2) * n
     predicted = traces.deepspeed_bytes(run, least_forward_backward)
     assert predicted >= model_state_bytes(n, strategy, devices, precision)
+
+
+def test_deepspeeds_optimizer_step_is_a_phase_of_its_own() -> None:
+    """ZeRO-3's step converts the rank's gradient partition (sub-groups of 1e9 elements) to fp32:
+    a flat 16-bit copy and its fp32 conversion live together (6 bytes an element), then the fp32
+    gradient and torch AdamW's foreach temporary (8). With no activations to speak of, that phase
+    is the peak: the sharded states, those 8 bytes per partition element, the reduce bucket."""
+    from orchestrator.predict import zero_step
+    from orchestrator.predict.states import model_state_bytes
+    from workloads.models.configs import total_params
+
+    run = Inputs.of({"model": "gpt2-xl", "strategy": "zero3", "devices": 8, "precision": "fp16"})
+    n = total_params(run.cfg)
+    step = 16 * n / 8 + 8 * (n / 8) + traces.DS_REDUCE_BUCKET * 2
+    assert traces.deepspeed_step(run) == pytest.approx(step)
+    assert traces.deepspeed_bytes(run, 2 * 2 * n) == int(step)  # the backward phase is the smaller
+    busy = 10 * step  # activations that dwarf the step: the backward is the peak
+    assert traces.deepspeed_bytes(run, int(busy)) > step
+    # Sub-groups bound what one call converts; ZeRO-1/2 convert the whole partition.
+    assert zero_step.step_elements(3e9, stage=3) == zero_step.DS_SUB_GROUP_SIZE
+    assert zero_step.step_elements(3e9, stage=2) == 3e9
+    # FusedAdam (no temporary): the conversion's flat copy + fp32 (6 bytes) is the larger; fp32
+    # training: the flat copy is the fp32 gradient.
+    assert zero_step.step_bytes(10, 2, foreach_optimizer=False) == 60
+    assert zero_step.step_bytes(10, 4, foreach_optimizer=False) == 40
+    assert zero_step.step_bytes(10, 4, foreach_optimizer=True) == 80
+    assert model_state_bytes(n, "zero3", 8, "bf16") == 16 * n / 8

@@ -221,6 +221,8 @@ def test_layout_refusals_say_what_cannot_run() -> None:
         ({"cp": 2}, 3, "not a multiple of tp x pp x cp"),
         ({"cp": 2, "compile": True}, 2, "compile with cp"),
         ({"cp": 0}, 2, "must be at least 1"),
+        ({"zero_grad": "zeros", "strategy": "zero2"}, 2, "DeepSpeed's engine clears its own gradient"),
+        ({"zero_grad": "sometimes"}, 1, "zero_grad 'sometimes': expected one of none, zeros"),
     ]
     for p, world, message in cases:
         with pytest.raises(layouts.LayoutError, match=message):
