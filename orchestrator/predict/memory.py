@@ -30,14 +30,19 @@ from workloads import flops, layouts, shapes
 from workloads.models.configs import SIZES, GPTConfig
 
 BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+# Bytes of a logit as the output head makes it: an fp8 run's head is a bf16 GEMM (Transformer Engine
+# and torchao's float8 convert only the layers' linears), so its logits are 16-bit.
+LOGIT_BYTES = {**BYTES, "fp8": 2}
 
 
 def activation_bytes(layers: int, batch: int, seq: int, hidden: int, vocab: int, precision: str) -> float:
     """Korthikanti et al.: s*b*h*34 per layer with fused (SDPA/flash) attention, 16-bit activations
-    (doubled for fp32), plus the logits, their fp32 copy for the loss and its gradient."""
+    (doubled for fp32; fp8 runs save them in bf16 too, as torchao's float8 linears save their
+    high-precision inputs: an upper bound for Transformer Engine, which saves fp8 copies), plus the
+    logits, their fp32 copy for the loss and its gradient."""
     scale = 2 if BYTES.get(precision, 4) == 4 else 1
     per_layer = seq * batch * hidden * 34 * scale
-    logits = batch * seq * vocab * (BYTES.get(precision, 4) + 4 + 4)
+    logits = batch * seq * vocab * (LOGIT_BYTES.get(precision, 4) + 4 + 4)
     return layers * per_layer + logits
 
 

@@ -6,6 +6,9 @@ states. perf-model.md, "Memory per device"; ZeRO paper (Rajbhandari et al., SC20
 K = 12 for mixed-precision Adam): baseline data parallel 16N, ZeRO-1 4N + 12N/d, ZeRO-2
 2N + 14N/d, ZeRO-3 16N/d; FSDP FULL_SHARD as ZeRO-3, SHARD_GRAD_OP as ZeRO-2. fp32 training:
 4 bytes of weights, 4 of gradients, 8 of Adam's moments (no master copy), sharded the same way.
+fp8 training (Transformer Engine, torchao's float8) keeps the states of bf16 mixed precision: the
+fp8 weights are casts made for the GEMMs (torchao casts per step; Transformer Engine also caches
+an fp8 copy per linear, about 1 byte per linear parameter, not counted here).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 def model_state_bytes(n: int, strategy: str, devices: int, precision: str) -> float:
     """Weights, gradients and Adam states one rank of ``devices`` holds at least (``n`` parameters)."""
     nd = max(1, devices)
-    mixed = precision in ("fp16", "bf16")
+    mixed = precision in ("fp16", "bf16", "fp8")
     if strategy in ("zero3", "fsdp-full"):
         return 16 * n / nd
     if strategy in ("zero2", "fsdp-grad-op"):

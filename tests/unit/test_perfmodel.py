@@ -285,3 +285,23 @@ def test_fp8_runs_the_layers_gemms_at_the_fp8_peak_and_the_rest_in_bf16() -> Non
     assert step["bf16"] - step["fp8"] == pytest.approx(saved, rel=1e-6)
     no_fp8 = dataclasses.replace(h100, peak_tflops={k: v for k, v in h100.peak_tflops.items() if k != "fp8"})
     assert estimate(shape, Layout(dp=1), no_fp8, precision="fp8", batch_size=4).step_s == pytest.approx(step["bf16"])
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "zero3", "fsdp-full"])
+def test_an_fp8_runs_memory_is_its_bf16_runs(strategy: str) -> None:
+    """fp8 training keeps bf16 mixed precision's states (bf16 weights, fp32 master and moments), saves
+    16-bit activations (torchao's float8 linears save their high-precision inputs) and makes bf16
+    logits (the head is not converted): both memory formulas give an fp8 run its bf16 run's bytes,
+    not fp32's states (ZeRO-1/2) nor 1-byte logits."""
+    from orchestrator.predict import memory
+    from orchestrator.predict.states import model_state_bytes
+
+    assert model_state_bytes(10**9, strategy, 8, "fp8") == model_state_bytes(10**9, strategy, 8, "bf16")
+    run = {"model": "gpt2-medium", "strategy": strategy, "devices": 8, "batch_size": 4, "seq_len": 1024}
+    assert memory.gpt_training({**run, "precision": "fp8"}) == memory.gpt_training({**run, "precision": "bf16"})
+    assert memory.gpt_training({**run, "precision": "fp8"}) < memory.gpt_training({**run, "precision": "fp32"})
+    shape, h100 = gpt_shape("gpt2-medium", 1024), _machine("dgx")
+    est = {p: estimate(shape, Layout(dp=8, strategy=strategy), h100, precision=p, batch_size=4)
+           for p in ("bf16", "fp8", "fp32")}
+    assert est["fp8"].memory_parts == est["bf16"].memory_parts
+    assert est["fp8"].memory_gb == est["bf16"].memory_gb < est["fp32"].memory_gb

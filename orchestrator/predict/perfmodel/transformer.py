@@ -198,7 +198,7 @@ def _tp_comm(shape: ModelShape, layout: Layout, machine: Machine, tokens: float,
 def _memory(shape: ModelShape, layout: Layout, machine: Machine, precision: str, mb: int,
             micro_batches: int) -> dict[str, float]:
     """Bytes per device of the fullest pipeline stage, by part (perf-model.md's formulas)."""
-    from orchestrator.predict.memory import model_state_bytes
+    from orchestrator.predict.memory import LOGIT_BYTES, model_state_bytes
 
     t, p = layout.tp, layout.pp
     h, s_local = shape.hidden, shape.seq_len / layout.cp
@@ -217,7 +217,8 @@ def _memory(shape: ModelShape, layout: Layout, machine: Machine, precision: str,
         activations = layers * in_flight * 2 * s_local * mb * h / t * scale + per_layer + scores
     else:
         activations = layers * in_flight * (per_layer + scores)
-    logits = mb * s_local * shape.vocab / t * (BYTES.get(precision, 4) + 8)
+    # The head is a bf16 GEMM in an fp8 run (memory.LOGIT_BYTES); fp8 activations are counted 16-bit.
+    logits = mb * s_local * shape.vocab / t * (LOGIT_BYTES.get(precision, 4) + 8)
     return {"model_states": states / 1e9, "activations": activations / 1e9, "logits": logits / 1e9,
             "fixed": machine.fixed_memory_gb}
 
