@@ -51,6 +51,10 @@ class Shape:
     kv_heads: int = 0
     gated: bool = False
     fused_attention: bool = True
+    # torch < 1.11: softmax's backward kept its input as well as its output (SoftmaxBackward0 saved
+    # self_ and result_ in 1.10; only result_ from 1.11, pytorch PR #66018): one more b*a*s*s
+    # tensor per layer with eager attention.
+    softmax_saves_input: bool = False
     lm_head: bool = True  # False: a classifier (no b*s*V logits)
 
     @property
@@ -113,11 +117,13 @@ def saved_per_token(shape: Shape, precision: str, recompute: str = "none") -> fl
         per = (8 + 2 * g) * h + 2 * f if recompute == "op" else (12 + 4 * g) * h + 8 * f
         return per * (2 if precision == "fp32" else 1)
     scores = 0 if shape.fused_attention else a * s
+    kept_input = scores if shape.softmax_saves_input else 0  # torch < 1.11 (Shape.softmax_saves_input)
     if precision == "fp32":
-        return 66 * h + 9 * scores
+        return 66 * h + 9 * scores + 4 * kept_input
     if precision == "amp":
-        return 42 * h + 7 * scores
-    return 34 * h + 5 * scores
+        # the scores plus HF's fp32 additive mask promote to fp32: softmax's input is fp32 too
+        return 42 * h + 7 * scores + 4 * kept_input
+    return 34 * h + 5 * scores + 2 * kept_input
 
 
 def terms(shape: Shape, run: Run) -> dict[str, float]:
