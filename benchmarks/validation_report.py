@@ -14,9 +14,10 @@ def print_tail(report: dict[str, Any]) -> None:
     for i in report["excluded"]:
         print(f"excluded {i['id']}: {i['reason']}")
     print("factors:", report["factors"], " priors:", report["priors"])
-    for half in ("fit", "held_out", "plan"):
+    for half in ("fit", "held_out", "blind", "plan"):
         if half not in report:
-            continue  # "plan": the memory script's traced predictions of orch's own program
+            continue  # "blind", "plan": the memory script's entries added after the model was frozen, and
+            # its traced predictions of orch's own program
         s = report[half]
         print(f"{half}: n={s['n']} mean |err| {s['mean_abs_pct']:.1f}%  max |err| {s['max_abs_pct']:.1f}%")
 

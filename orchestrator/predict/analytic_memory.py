@@ -94,6 +94,10 @@ class Run:
     # all-gathered up from there), so the device holds 14 of the 16 bytes per sharded parameter.
     host_params: bool = False
     reduce_bucket: float = 0  # elements of DeepSpeed's reduce bucket (kept whole with contiguous gradients)
+    # Pure 16-bit training (Lightning's "bf16-true", torchtune's dtype=bf16): the weights, gradients and
+    # Adam's moments all in 16 bits, no fp32 master copy (8 bytes a parameter, not 16), and no fp32
+    # upcast of the logits (the loss sees 16-bit logits: 2+2+2+2 bytes an element).
+    pure16: bool = False
 
 
 def saved_per_token(shape: Shape, precision: str, recompute: str = "none") -> float:
@@ -158,10 +162,12 @@ def terms(shape: Shape, run: Run) -> dict[str, float]:
         gathered = (2 * full_layers + 1) * width * shape.hidden * run.micro_batch * shape.seq
         out["tp_gathered_inputs"] = gathered * (1 - 1 / run.tp)
     if shape.lm_head and run.pp == 1:
-        out["logits"] = tokens * shape.vocab * (LOGIT_BYTES_FP32 if run.precision == "fp32" else LOGIT_BYTES_16BIT)
+        per_logit = LOGIT_BYTES_FP32 if run.precision == "fp32" else 8 if run.pure16 else LOGIT_BYTES_16BIT
+        out["logits"] = tokens * shape.vocab * per_logit
     if run.strategy in ("fsdp-full", "zero3") and run.dp > 1:
         unit = shape.layer_params() / run.tp
-        out["fsdp_working_set"] = 2 * unit * 2 + unit * 4  # two gathered 16-bit units + one fp32 gradient
+        grad = 2 if run.pure16 else 4  # one unit's unsharded gradient before its reduce-scatter
+        out["fsdp_working_set"] = 2 * unit * 2 + unit * grad  # two gathered 16-bit units + one gradient
     return out
 
 
@@ -187,6 +193,10 @@ def _states(params_here: float, run: Run) -> float:
     parameter partition where ZeRO-3 keeps it in host memory (``Run.host_params``)."""
     precision = "fp32" if run.precision in ("fp32", "amp") else run.precision
     states = model_state_bytes(int(params_here), run.strategy, run.dp, precision)
+    if run.pure16:
+        # every state 16-bit (weights 2, gradients 2, moments 4): half of fp32 training's bytes,
+        # sharded the same way (states.model_state_bytes' fp32 cases)
+        states = model_state_bytes(int(params_here), run.strategy, run.dp, "fp32") / 2
     if run.host_params and run.strategy == "zero3" and precision in ("fp16", "bf16"):
         states -= 2 * params_here / run.dp
     return states
