@@ -4,8 +4,9 @@
 
 Reads the memory entries of benchmarks/published/figures.yaml (metric peak_memory_gib,
 device_memory_used_mb, max_memory_allocated_mb or max_memory_allocated_gb), predicts each run's
-per-device peak with orch's analytic model (orchestrator/predict/analytic_memory.py: sharded states from states.py, Korthikanti et al.'s
-activations re-derived for the shape, the logits, FSDP's gathered units), adds the device-level
+per-device peak with orch's analytic model (orchestrator/predict/analytic_memory.py: sharded
+states from states.py, Korthikanti et al.'s activations re-derived for the shape, the logits,
+FSDP's gathered units), adds the device-level
 terms that the published metric includes, splits the entries into a fit half and a held-out
 half, fits the free factors on the fit half only, and prints per-entry predicted vs published
 peak and the mean/max absolute % error of each half.
