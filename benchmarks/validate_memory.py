@@ -90,6 +90,10 @@ MIB = 1024**2
 # 1.10's softmax input was counted: 3.3% on 2026-11-27; benchmarks/RESULTS.md says which terms were
 # added with which held-out row in view.)
 TARGET_MEAN, TARGET_MAX = 0.10, 0.10
+# The blind entries (added after the terms were frozen at 6f291f9) came out at 23.6% mean, 34.9% max,
+# every one below its published peak: the issue's bound is NOT met on them. BLIND_HOLDS is a
+# regression bound on what they came out at, so that a change making them worse fails; not a goal.
+BLIND_HOLDS = (0.24, 0.35)
 PRIORS = {"reserve": 1.0}
 PRIOR_WEIGHT = 0.02  # penalty per unit |log(factor / prior)|: a mild pull, not a constraint
 
@@ -164,6 +168,8 @@ def _recompute(value: Any, framework: str) -> str | None:
     text = str(value).lower()
     if text in ("full", "none"):
         return text
+    if text.startswith("full (every"):  # "full (every decoder layer)": every block checkpointed
+        return "full"
     return "op" if "selective" in text and "torchtitan" in framework.lower() else None
 
 
@@ -317,6 +323,12 @@ def split(cases: list[Case]) -> tuple[list[Case], list[Case]]:
     return ordered[1::2], ordered[0::2]
 
 
+def halves(cases: list[Case]) -> tuple[list[Case], list[Case], list[Case]]:
+    """(fit, held-out, blind): the blind entries in neither half (they inform no factor)."""
+    fit_half, held = split([c for c in cases if not c.blind])
+    return fit_half, held, [c for c in cases if c.blind]
+
+
 def errors(cases: list[Case], factors: dict[str, float]) -> list[tuple[Case, float, float]]:
     """(case, predicted bytes, signed relative error) of each case."""
     return [(c, p, (p - c.published) / c.published) for c in cases for p in [c.predict(factors)]]
@@ -338,13 +350,12 @@ def summary(rows: list[tuple[Case, float, float]]) -> dict[str, float]:
 
 def run(do_fit: bool = True) -> dict[str, Any]:
     cases, excluded = load_cases()
-    fit_half, held = split([c for c in cases if not c.blind])
-    blind = [c for c in cases if c.blind]
+    fit_half, held, blind = halves(cases)
     factors = fit(fit_half) if do_fit else dict(PRIORS)
     report: dict[str, Any] = {"factors": {k: round(v, 4) for k, v in factors.items()}, "priors": PRIORS,
                               "entries": [], "excluded": [{"id": i, "reason": r} for i, r in excluded]}
-    halves = [("fit", fit_half), ("held_out", held)] + ([("blind", blind)] if blind else [])
-    for half, members in halves:
+    groups = [("fit", fit_half), ("held_out", held)] + ([("blind", blind)] if blind else [])
+    for half, members in groups:
         rows = errors(members, factors)
         report[half] = summary(rows)
         report["entries"] += [{"id": c.id, "half": half, "layout": c.layout,

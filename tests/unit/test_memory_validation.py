@@ -2,7 +2,8 @@
 
 The issue: "memory within 10% of published measured peaks", on the held-out half: its mean and every
 entry (1.8% and 3.3% on 2026-11-27, 11 entries; benchmarks/RESULTS.md says which terms were added
-with which held-out row in view).
+with which held-out row in view). Five blind entries, added after those terms were frozen, are NOT
+within it (23.6% mean, 34.9% max, all under): held to a regression bound only (BLIND_HOLDS).
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ def test_held_out_error_within_the_bounds() -> None:
     assert all(e["reason"] for e in report["excluded"])  # every exclusion carries its reason
     # The plan's own traced prediction (orch's gpt2 program with the published program's choices),
     # no factor: within the issue's 10% of each published peak it is set beside.
+    blind = report["blind"]  # added after the model was frozen: the issue's bound is not met there
+    assert blind["n"] >= 5
+    assert blind["mean_abs_pct"] <= 100 * module.BLIND_HOLDS[0] and blind["max_abs_pct"] <= 100 * module.BLIND_HOLDS[1]
+    assert module.BLIND_HOLDS <= (0.24, 0.35)  # the regression bound may only tighten
     plan = [e for e in report["entries"] if e["half"] == "plan"]
     assert plan and report["plan"]["n"] == len(plan)
     assert all(abs(e["error_pct"]) <= 100 * module.TARGET_MAX for e in plan), plan
@@ -61,6 +66,7 @@ def test_kept_gradients_are_what_brings_the_plans_prediction_to_the_published_pe
 def test_split_is_deterministic_and_covers_each_source() -> None:
     module = _script()
     cases, _ = module.load_cases()
+    cases = [c for c in cases if not c.blind]  # blind entries are in neither half
     fit_a, held_a = module.split(cases)
     fit_b, held_b = module.split(list(reversed(cases)))
     assert [c.id for c in fit_a] == [c.id for c in fit_b] and [c.id for c in held_a] == [c.id for c in held_b]
@@ -76,20 +82,24 @@ def test_split_is_deterministic_and_covers_each_source() -> None:
 
 
 def test_the_fit_never_sees_the_held_out_half() -> None:
-    """Changing a held-out entry's published peak changes no fitted factor."""
+    """Changing a held-out or blind entry's published peak changes no fitted factor."""
     module = _script()
     cases, _ = module.load_cases()
-    fit_half, held = module.split(cases)
+    fit_half, held, _ = module.halves(cases)
     before = module.fit(fit_half)
     held[0].published *= 3
+    for c in cases:
+        if c.blind:
+            c.published *= 3
     assert module.fit(fit_half) == before
+    assert not any(c.blind for c in fit_half + held)
 
 
 def test_a_worse_model_fails_the_bound() -> None:
     """The check can fail: dropping the activations (a model that forgets a term) breaks the mean."""
     module = _script()
     cases, _ = module.load_cases()
-    fit_half, held = module.split(cases)
+    fit_half, held, _ = module.halves(cases)
     for c in cases:
         c.parts.pop("activations", None)
     rows = module.errors(held, module.fit(fit_half))
@@ -102,7 +112,7 @@ def test_torch_1_10s_softmax_input_is_what_the_batch_4_bert_rows_hold() -> None:
     the batch-1 rows (a quarter of the tensor) stay within it either way."""
     module = _script()
     cases, _ = module.load_cases()
-    fit_half, held = module.split(cases)
+    fit_half, held, _ = module.halves(cases)
     factors = module.fit(fit_half)
     bert4 = [c for c in cases if c.id.startswith("hf-bert-large") and "-bs4-" in c.id]
     assert len(bert4) == 2 and all(c.parts["activations"] > 0 for c in bert4)
