@@ -129,9 +129,11 @@ def test_softmax_input_counts_one_score_tensor_per_layer_in_its_dtype() -> None:
     promotes the scores) 4 bytes each, 16-bit 2; fused attention materialises no scores."""
     from orchestrator.predict.analytic_memory import Shape, saved_per_token
 
-    bert = dict(layers=24, hidden=1024, heads=16, vocab=30522, seq=512, fused_attention=False)
-    old, new = Shape(**bert, softmax_saves_input=True), Shape(**bert)
+    def bert(fused: bool, saves_input: bool) -> Shape:
+        return Shape(layers=24, hidden=1024, heads=16, vocab=30522, seq=512, fused_attention=fused,
+                     softmax_saves_input=saves_input)
+
     for precision, width in (("fp32", 4), ("amp", 4), ("bf16", 2)):
-        assert saved_per_token(old, precision) - saved_per_token(new, precision) == width * 16 * 512
-    fused = dict(bert, fused_attention=True)
-    assert saved_per_token(Shape(**fused, softmax_saves_input=True), "fp32") == saved_per_token(Shape(**fused), "fp32")
+        extra = saved_per_token(bert(False, True), precision) - saved_per_token(bert(False, False), precision)
+        assert extra == width * 16 * 512
+    assert saved_per_token(bert(True, True), "fp32") == saved_per_token(bert(True, False), "fp32")
