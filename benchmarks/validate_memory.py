@@ -206,8 +206,11 @@ def _case(e: dict[str, Any]) -> Case | str:
     deepspeed = {}
     if strategy == "zero3":
         deepspeed = LIGHTNING_ZERO3 if "lightning" in framework else DEEPSPEED_ZERO3
+    # DeepSpeed's fp16 engine runs the model in half (no autocast): the loss sees fp16 logits unless the
+    # model upcasts them (HF Llama's forward does, logits.float(); HF GPT-2 of 2022 does not).
+    half_logits = precision == "fp16" and "deepspeed" in framework and not shape.gated
     run = Run(dp=dp, tp=tp, pp=pp, strategy=strategy, micro_batch=int(layout["micro_batch"]),
-              recompute=recompute, precision=precision, pure16=pure16, **deepspeed)
+              recompute=recompute, precision=precision, pure16=pure16, half_logits=half_logits, **deepspeed)
     parts = terms(shape, run)
     step = step_terms(shape, run, **_deepspeed_step_config(str(e["framework"]))) if strategy == "zero3" else {}
     if str(e["model"]["name"]).startswith("gpt2"):
@@ -220,9 +223,6 @@ def _case(e: dict[str, Any]) -> Case | str:
     params = (shape.layers * shape.layer_params() + shape.embedding_params()) / tp
     if strategy == "ddp" and dp > 1:
         parts["ddp_buckets"] = params * (4 if precision in ("fp32", "amp") else 2)
-    if precision == "fp16" and "deepspeed" in framework and "logits" in parts and not shape.gated:
-        # HF GPT-2 of 2022 has no upcast of its logits (HF Llama's forward upcasts: logits.float())
-        parts["logits"] = run.micro_batch * shape.seq / tp * shape.vocab * 2 * 4
     reserved = True
     if e["metric"] == "max_memory_allocated_mb":
         published, context, reserved = float(e["value"]) * MIB, 0.0, False  # /1024**2: MiB

@@ -95,9 +95,12 @@ class Run:
     host_params: bool = False
     reduce_bucket: float = 0  # elements of DeepSpeed's reduce bucket (kept whole with contiguous gradients)
     # Pure 16-bit training (Lightning's "bf16-true", torchtune's dtype=bf16): the weights, gradients and
-    # Adam's moments all in 16 bits, no fp32 master copy (8 bytes a parameter, not 16), and no fp32
-    # upcast of the logits (the loss sees 16-bit logits: 2+2+2+2 bytes an element).
+    # Adam's moments all in 16 bits, no fp32 master copy (8 bytes a parameter, not 16); its loss sees
+    # 16-bit logits (``half_logits``).
     pure16: bool = False
+    # The loss sees 16-bit logits, no fp32 upcast (a model run in half without autocast: pure 16-bit
+    # training, DeepSpeed's fp16 engine on a model that does not upcast): 2+2+2+2 bytes an element.
+    half_logits: bool = False
 
 
 def saved_per_token(shape: Shape, precision: str, recompute: str = "none") -> float:
@@ -133,11 +136,10 @@ def saved_per_token(shape: Shape, precision: str, recompute: str = "none") -> fl
 def terms(shape: Shape, run: Run) -> dict[str, float]:
     """Bytes of each term on the most loaded rank (the first pipeline stage, or the only one)."""
     layers_here = math.ceil(shape.layers / run.pp)
-    embedding = shape.embedding_params() / (2 if run.pp > 1 else 1)  # the first stage: the input table
-    params_here = (layers_here * shape.layer_params() + embedding) / run.tp
+    params_here = _params_here(shape, run)
     out: dict[str, float] = {"states": _states(params_here, run)}
     if run.reduce_bucket:
-        out["zero_reduce_bucket"] = run.reduce_bucket * (4 if run.precision == "fp32" else 2)
+        out["zero_reduce_bucket"] = run.reduce_bucket * _width(run)
     if run.precision == "amp":
         # fp32 weights and gradients and Adam's moments are the 16N; autocast also caches every
         # weight's 16-bit copy for the forward (2N).
@@ -162,7 +164,8 @@ def terms(shape: Shape, run: Run) -> dict[str, float]:
         gathered = (2 * full_layers + 1) * width * shape.hidden * run.micro_batch * shape.seq
         out["tp_gathered_inputs"] = gathered * (1 - 1 / run.tp)
     if shape.lm_head and run.pp == 1:
-        per_logit = LOGIT_BYTES_FP32 if run.precision == "fp32" else 8 if run.pure16 else LOGIT_BYTES_16BIT
+        per_logit = (LOGIT_BYTES_FP32 if run.precision == "fp32"
+                     else 2 + 2 + 2 + 2 if run.pure16 or run.half_logits else LOGIT_BYTES_16BIT)
         out["logits"] = tokens * shape.vocab * per_logit
     if run.strategy in ("fsdp-full", "zero3") and run.dp > 1:
         unit = shape.layer_params() / run.tp
@@ -178,25 +181,37 @@ def step_terms(shape: Shape, run: Run, sub_group_size: float = zero_step.DS_SUB_
     peak is the larger of this and :func:`terms`, which is the backward's start."""
     if run.strategy not in ("zero1", "zero2", "zero3"):
         return {}
-    params_here = (math.ceil(shape.layers / run.pp) * shape.layer_params() + shape.embedding_params()) / run.tp
-    width = 4 if run.precision == "fp32" else 2
-    stage = int(run.strategy[-1])
-    elements = zero_step.step_elements(params_here / run.dp, stage, sub_group_size)
-    out = {"states": _states(params_here, run), "zero_step": zero_step.step_bytes(elements, width, foreach_optimizer)}
+    params_here = _params_here(shape, run)
+    elements = zero_step.step_elements(params_here / run.dp, int(run.strategy[-1]), sub_group_size)
+    out = {"states": _states(params_here, run),
+           "zero_step": zero_step.step_bytes(elements, _width(run), foreach_optimizer)}
     if run.reduce_bucket:
-        out["zero_reduce_bucket"] = run.reduce_bucket * width
+        out["zero_reduce_bucket"] = run.reduce_bucket * _width(run)
     return out
+
+
+def _params_here(shape: Shape, run: Run) -> float:
+    """Parameters on the most loaded rank before data-parallel sharding: the first stage's layers and
+    (with pp > 1) its input table only, over tp."""
+    embedding = shape.embedding_params() / (2 if run.pp > 1 else 1)
+    return (math.ceil(shape.layers / run.pp) * shape.layer_params() + embedding) / run.tp
+
+
+def _width(run: Run) -> int:
+    """Bytes of the run's gradients and DeepSpeed's buckets: 4 in fp32 training, else 2."""
+    return 4 if run.precision == "fp32" else 2
 
 
 def _states(params_here: float, run: Run) -> float:
     """The rank's sharded states on the device: ``states.model_state_bytes``, less the 16-bit
     parameter partition where ZeRO-3 keeps it in host memory (``Run.host_params``)."""
     precision = "fp32" if run.precision in ("fp32", "amp") else run.precision
-    states = model_state_bytes(int(params_here), run.strategy, run.dp, precision)
     if run.pure16:
         # every state 16-bit (weights 2, gradients 2, moments 4): half of fp32 training's bytes,
         # sharded the same way (states.model_state_bytes' fp32 cases)
         states = model_state_bytes(int(params_here), run.strategy, run.dp, "fp32") / 2
+    else:
+        states = model_state_bytes(int(params_here), run.strategy, run.dp, precision)
     if run.host_params and run.strategy == "zero3" and precision in ("fp16", "bf16"):
         states -= 2 * params_here / run.dp
     return states
