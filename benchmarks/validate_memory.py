@@ -67,6 +67,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import validation_report  # noqa: E402
-from orchestrator.predict.analytic_memory import Run, Shape, step_terms, terms  # noqa: E402
+from orchestrator.predict.analytic_memory import Run, Shape, backward_peak, step_terms, terms  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "published"
-MEMORY_METRICS = ("peak_memory_gib", "device_memory_used_mb", "max_memory_allocated_mb", "max_memory_allocated_gb")
+MEMORY_METRICS = ("peak_memory_gib", "device_memory_used_mb", "max_memory_allocated_mb", "max_memory_allocated_gb",
+                  "peak_active_gib")
 GIB = 1024**3
 MIB = 1024**2
 # The issue's acceptance bound ("memory within 10% of published measured peaks"), on the held-out
@@ -119,7 +121,7 @@ class Case:
 
     def allocated(self) -> float:
         """The allocated peak: the larger phase, the backward's start or (DeepSpeed) the step."""
-        return max(sum(self.parts.values()), sum(self.step_parts.values()))
+        return max(backward_peak(self.parts), sum(self.step_parts.values()))
 
     def predict(self, factors: dict[str, float]) -> float:
         return self.context + self.allocated() * (factors["reserve"] if self.reserved else 1.0)
@@ -133,15 +135,39 @@ def _torch_before_1_11(e: dict[str, Any]) -> bool:
     return len(parts) >= 2 and parts[0] == "1" and parts[1].isdigit() and int(parts[1]) < 11
 
 
-def _shape(model: dict[str, Any], softmax_saves_input: bool = False) -> Shape | str:
+def _program(framework: str) -> str:
+    """Whose code runs a Llama-style model's layers (``Shape.program``): LitGPT's GPT, torchtune's
+    decoder, or Hugging Face transformers' Llama; anything else the generic accounting (torchtitan's)."""
+    text = framework.lower()
+    if "litgpt" in text:
+        return "litgpt"
+    if "torchtune" in text:
+        return "torchtune"
+    if "transformers" in text or "hf " in text:
+        return "hf-llama"
+    return "generic"
+
+
+def _frees_gradients(e: dict[str, Any]) -> bool:
+    """The entry's program frees its gradients between steps: torch >= 2.0, whose optimizer zero_grad
+    defaults to set_to_none=True (``software.torch``; torchtitan, which requires a torch 2 nightly,
+    calls it at each step's start)."""
+    version = re.search(r"\d+", str((e.get("software") or {}).get("torch") or ""))
+    return bool(version and int(version.group()) >= 2) or "torchtitan" in str(e["framework"]).lower()
+
+
+def _shape(model: dict[str, Any], softmax_saves_input: bool = False, framework: str = "") -> Shape | str:
     """The entry's shape, or why there is none."""
     name = str(model.get("name"))
     common = dict(layers=model["layers"], hidden=model["hidden"], heads=model["heads"], vocab=model["vocab"],
                   seq=model["seq"])
-    if "swiglu" in str(model.get("mlp_kind", "")).lower() and model.get("mlp") and model.get("kv_heads"):
+    kind = str(model.get("mlp_kind", "")).lower()
+    if ("swiglu" in kind or "geglu" in kind) and model.get("mlp") and model.get("kv_heads"):
         # a Llama-style shape whose entry cites its own MLP width and key/value heads (fused attention:
-        # SDPA/flash in the programs of these entries)
-        return Shape(**common, ffn=int(model["mlp"]), kv_heads=int(model["kv_heads"]), gated=True)
+        # SDPA/flash in the programs of these entries); a head dimension where the entry gives one
+        return Shape(**common, ffn=int(model["mlp"]), kv_heads=int(model["kv_heads"]), gated=True,
+                     head_dim=int(model.get("head_dim") or 0), program=_program(framework),
+                     tied_head=bool(model.get("tied_embeddings")))
     if name.startswith("llama"):
         if name not in LLAMA:
             return f"{name}: MLP width not in the repository's cited shape tables"
@@ -168,7 +194,7 @@ def _recompute(value: Any, framework: str) -> str | None:
     text = str(value).lower()
     if text in ("full", "none"):
         return text
-    if text.startswith("full (every"):  # "full (every decoder layer)": every block checkpointed
+    if text.startswith("full ("):  # "full (every decoder layer)", "full (torch.utils.checkpoint around every ...)"
         return "full"
     return "op" if "selective" in text and "torchtitan" in framework.lower() else None
 
@@ -183,7 +209,7 @@ def _precision(text: str) -> str:
 
 def _case(e: dict[str, Any]) -> Case | str:
     """The entry as a Case, or the reason it is left out."""
-    shape = _shape(e["model"], _torch_before_1_11(e))
+    shape = _shape(e["model"], _torch_before_1_11(e), str(e["framework"]))
     if isinstance(shape, str):
         return shape
     layout = e["layout"]
@@ -209,8 +235,17 @@ def _case(e: dict[str, Any]) -> Case | str:
     # DeepSpeed's fp16 engine runs the model in half (no autocast): the loss sees fp16 logits unless the
     # model upcasts them (HF Llama's forward does, logits.float(); HF GPT-2 of 2022 does not).
     half_logits = precision == "fp16" and "deepspeed" in framework and not shape.gated
-    run = Run(dp=dp, tp=tp, pp=pp, strategy=strategy, micro_batch=int(layout["micro_batch"]),
-              recompute=recompute, precision=precision, pure16=pure16, half_logits=half_logits, **deepspeed)
+    micro_batch = int(layout["micro_batch"])
+    accumulation = int(layout.get("global_batch") or 0) > dp * micro_batch
+    fabric_fsdp = "fsdpstrategy" in framework  # Lightning Fabric's FSDPStrategy: FSDP1 (2024)
+    run = Run(dp=dp, tp=tp, pp=pp, strategy=strategy, micro_batch=micro_batch,
+              recompute=recompute, precision=precision, pure16=pure16, half_logits=half_logits,
+              fabric_fsdp1=fabric_fsdp, no_sync_grads=fabric_fsdp and accumulation,
+              loop_keeps_logits="finetune/full.py" in framework,
+              packed="packed=true" in framework.replace(" ", ""), loss_chunks=_loss_chunks(framework),
+              kept_gathered_weights=strategy == "zero3" and (e.get("deepspeed") or {}).get("zero_init") is False,
+              foreach_step=strategy != "zero3" and _foreach_adamw(framework),
+              fresh_grads=not accumulation and _frees_gradients(e), **deepspeed)
     parts = terms(shape, run)
     step = step_terms(shape, run, **_deepspeed_step_config(str(e["framework"]))) if strategy == "zero3" else {}
     if str(e["model"]["name"]).startswith("gpt2"):
@@ -223,11 +258,16 @@ def _case(e: dict[str, Any]) -> Case | str:
     params = (shape.layers * shape.layer_params() + shape.embedding_params()) / tp
     if strategy == "ddp" and dp > 1:
         parts["ddp_buckets"] = params * (4 if precision in ("fp32", "amp") else 2)
+        if step:
+            step["ddp_buckets"] = parts["ddp_buckets"]  # DDP's buckets live across steps
+
     reserved = True
     if e["metric"] == "max_memory_allocated_mb":
         published, context, reserved = float(e["value"]) * MIB, 0.0, False  # /1024**2: MiB
     elif e["metric"] == "max_memory_allocated_gb":
         published, context, reserved = float(e["value"]) * 1e9, 0.0, False  # /1e9: decimal GB
+    elif e["metric"] == "peak_active_gib":
+        published, context, reserved = float(e["value"]) * GIB, 0.0, False  # active bytes: allocated-like
     elif e["metric"] == "device_memory_used_mb":
         published = float(e["value"]) * MIB  # NVML 'used' printed as //1024**2: MiB
         context = float((e.get("also") or {}).get("cuda_context_mb") or CONTEXT_MIB[e["device"]]) * MIB
@@ -246,6 +286,19 @@ LIGHTNING_ZERO3: dict[str, Any] = {"host_params": True, "reduce_bucket": 200_000
 # ZeRO-3 at DeepSpeed's own defaults (HF Trainer with a ds_config naming only the stage): the model's
 # partitions on the device, reduce_bucket_size 5e8 (docs "ZeRO Optimizations for FP16 Training").
 DEEPSPEED_ZERO3: dict[str, Any] = {"reduce_bucket": 500_000_000}
+
+
+def _loss_chunks(framework: str) -> int:
+    """The sequence chunks of a chunked loss over the logits (torchtune's CEWithChunkedOutputLoss), else 0."""
+    found = re.search(r"num_output_chunks\s*=\s*(\d+)", framework)
+    return int(found.group(1)) if found and "chunkedoutputloss" in framework.replace("_", "") else 0
+
+
+def _foreach_adamw(framework: str) -> bool:
+    """torch.optim.AdamW as the entry's framework made it steps with the foreach implementation (torch's
+    default on CUDA) unless the entry says fused=True."""
+    text = framework.lower().replace(" ", "")
+    return "adamw" in text and "fused=true" not in text and "deepspeed" not in text
 
 
 def _deepspeed_step_config(framework: str) -> dict[str, Any]:
