@@ -188,6 +188,8 @@ def saved_per_token(shape: Shape, precision: str, recompute: str = "none", packe
         return upcast_norm_layer(shape) * (2 if precision == "fp32" else 1)
     if shape.gated:
         per = (8 + 2 * g) * h + 2 * f if recompute == "op" else (12 + 4 * g) * h + 8 * f
+        if recompute == "op" and shape.program == "torchtitan":
+            per += 4 * a  # SDPA's saved output comes with its fp32 logsumexp
         return per * (2 if precision == "fp32" else 1)
     scores = 0 if shape.fused_attention else a * s
     kept_input = scores if shape.softmax_saves_input else 0  # torch < 1.11 (Shape.softmax_saves_input)
@@ -278,6 +280,9 @@ def terms(shape: Shape, run: Run) -> dict[str, float]:
     out["activations"] = kept * run.pp  # 1F1B: the first stage holds pp micro-batches in flight
     if run.recompute in ("full", "op"):
         out["recomputed_layer"] = whole_layer  # one layer at a time, in the backward (``backward_peak``)
+    if shape.program == "torchtitan":
+        out.update(_torchtitan_terms(shape, run))
+        return out
     if run.tp > 1 and shape.gated:
         # torchtitan's sequence parallel (DTensor): a column-parallel linear all-gathers its
         # sequence-sharded input and autograd saves the gathered tensor (Megatron instead
@@ -314,6 +319,26 @@ def terms(shape: Shape, run: Run) -> dict[str, float]:
             out["fsdp1_working_set"] = 2 * unit * 2 + 2 * unit * grad
         else:
             out["fsdp_working_set"] = 2 * unit * 2 + unit * grad  # two gathered 16-bit units + one gradient
+    return out
+
+
+def _torchtitan_terms(shape: Shape, run: Run) -> dict[str, float]:
+    """What torchtitan (late 2024: f6a9daa, 2024-12-20; train.py, parallelize_llama.py) holds beside its
+    layers' activations, read from its code (helper reading of 2026-11-27, RESULTS.md):
+    - the final RMSNorm (fp32 upcast: 6h a token, sequence-sharded under tensor parallel) and the output
+      projection's input (2h, all-gathered to the whole sequence under tensor parallel, and saved);
+    - the loss's backward: ``cross_entropy(pred.float())`` after ``del pred`` (the 16-bit logits freed):
+      the fp32 log-softmax, the nll gradient and the log-softmax gradient, 12 bytes an element; under
+      loss_parallel (tp > 1) 16 bytes over the rank's V/tp columns (log-softmax, zeros_like, exp, sum);
+    - FSDP2's gathered 16-bit parameters: the root (embedding, final norm, output head) stays gathered from
+      the forward to the end of the backward, and the last block is not resharded after the forward."""
+    h, tp = shape.hidden, run.tp
+    tokens = run.micro_batch * shape.seq  # the data-parallel rank's micro-batch, the whole sequence
+    out = {"final_norm": 6 * h * tokens / tp + 2 * h * tokens}
+    if shape.lm_head and run.pp == 1:
+        out["logits"] = tokens * shape.vocab / tp * (16 if tp > 1 else 12)
+    if run.strategy == "fsdp-full" and run.dp > 1:
+        out["fsdp2_gathered"] = 2 * (shape.embedding_params() + h) / tp + 2 * shape.layer_params() / tp
     return out
 
 

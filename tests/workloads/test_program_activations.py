@@ -13,29 +13,27 @@ from __future__ import annotations
 
 import math
 
-import pytest
+import torch
+from torch.nn import functional as F
 
-torch = pytest.importorskip("torch")
-F = torch.nn.functional
-
-from orchestrator.predict.analytic_memory import Shape, upcast_norm_layer  # noqa: E402
+from orchestrator.predict.analytic_memory import Shape, upcast_norm_layer
 
 
-def _rms_norm(x: "torch.Tensor", weight: "torch.Tensor") -> "torch.Tensor":
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     dtype = x.dtype
     x = x.float()
     x_normed = x * torch.rsqrt(torch.mean(x * x, dim=-1, keepdim=True) + 1e-5)
     return x_normed.to(dtype=dtype) * weight
 
 
-def _rope(x: "torch.Tensor", cos: "torch.Tensor", sin: "torch.Tensor") -> "torch.Tensor":
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     half = x.size(-1) // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return ((x * cos) + (rotated * sin)).to(dtype=x.dtype)
 
 
-def _block(x: "torch.Tensor", w: dict[str, "torch.Tensor"], heads: int, groups: int, cos: "torch.Tensor",
-           sin: "torch.Tensor") -> "torch.Tensor":
+def _block(x: torch.Tensor, w: dict[str, torch.Tensor], heads: int, groups: int, cos: torch.Tensor,
+           sin: torch.Tensor) -> torch.Tensor:
     b, t, h = x.shape
     hs = h // heads
     per_kv = heads // groups
@@ -70,7 +68,7 @@ def test_the_litgpt_layer_formula_is_what_autograd_saves() -> None:
     not_activations = {t.untyped_storage().data_ptr() for t in [*weights.values(), cos, sin]}
     saved: dict[int, int] = {}
 
-    def pack(tensor: "torch.Tensor") -> "torch.Tensor":
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
         storage = tensor.untyped_storage()
         if storage.data_ptr() not in not_activations:
             saved[storage.data_ptr()] = storage.nbytes()
