@@ -23,13 +23,15 @@ activation still live, the loss's gradient just made):
   sequence parallel all-gathers and autograd saves.
 
 Which program runs the layers matters as much as the shape (``Shape.program``): the default
-("generic") is the accounting above, which torchtitan's Llama follows; "litgpt" (LitGPT's GPT,
-litgpt/model.py of 2024) and "hf-llama" (Hugging Face transformers' LlamaForCausalLM of 2024) are
-their own eager programs, read from their code (``upcast_norm_layer``): RMSNorm upcasts to fp32
-and keeps the fp32 copy, k and v are expanded to every query head before attention, the output
-projection's input is a copy, and the loss sees fp32 logits. Where a framework keeps more than the
-model (FSDP1's unsharded root unit, unsharded gradients under ``no_sync``, ZeRO-3's gathered
-weights kept by autograd), a ``Run`` field says so, each citing the code it was read from.
+("generic") is the accounting above; "litgpt" (LitGPT's GPT, litgpt/model.py of 2024), "hf-llama"
+(Hugging Face transformers' LlamaForCausalLM of 2024) and "torchtune" (its decoder of late 2024) are
+their own eager programs, read from their code (``upcast_norm_layer``, ``torchtune_layer``): RMSNorm
+upcasts to fp32 and keeps the fp32 copy, k and v are expanded to every query head before attention,
+and the loss sees fp32 logits; "torchtitan" (late 2024) is the generic layer with its own loss, head
+and FSDP2 terms (``_torchtitan_terms``). Where a framework keeps more than the model (FSDP1's
+gathered root and gradient joins, unsharded gradients under ``no_sync``, ZeRO-3's gathered weights
+kept by autograd), a ``Run`` field says so, each citing the code it was read from; a run's peak is
+the largest moment of its backward (``backward_peak``) or its optimizer step (``step_terms``).
 Device-level terms (CUDA context, the caching allocator's reserve) are the caller's: they depend
 on what the published figure measured (NVML 'used' vs the allocator's max reserved).
 """
@@ -66,7 +68,7 @@ class Shape:
     softmax_saves_input: bool = False
     lm_head: bool = True  # False: a classifier (no b*s*V logits)
     head_dim: int = 0  # per attention head; 0: hidden / heads (Gemma's is 256 at hidden 2048, 8 heads)
-    program: str = "generic"  # whose code runs the layers: generic | litgpt | hf-llama | torchtune (module docstring)
+    program: str = "generic"  # whose code: generic | litgpt | hf-llama | torchtune | torchtitan (module docstring)
     tied_head: bool = False  # a gated model whose output head is its input embedding (Llama 3.2 1B/3B)
 
     @property

@@ -87,10 +87,12 @@ def gpt_training(p: dict[str, Any], *, default_model: str = "gpt2", vocab: int |
     if cp > 1:  # the keys and values gathered from the other cp ranks, kept for the backward (16-bit)
         full_layer += 2 * 2 * (full_seq - seq) * batch * cfg.n_embd * scale
     if str(p.get("attention") or "sdpa") == "manual":
-        # Unfused attention keeps the scores, their softmax (16-bit) and the dropout mask:
-        # Korthikanti et al.'s 5*a*s^2*b bytes per layer (doubled for fp32), heads split by tp;
-        # under context parallel a rank's s/cp queries against all s keys.
-        full_layer += 5 * cfg.n_head * seq * full_seq * batch * scale / tp
+        # Unfused attention keeps its softmax output, the dropout mask and the dropout output:
+        # Korthikanti et al.'s 5*a*s^2*b bytes per layer, but the workload's softmax runs in fp32 as
+        # CUDA's autocast runs it (workloads/models/gpt.py): 4 + 1 + 2 = 7 in 16-bit training,
+        # 4 + 1 + 4 = 9 in fp32; heads split by tp; under context parallel a rank's s/cp queries
+        # against all s keys.
+        full_layer += (9 if scale == 2 else 7) * cfg.n_head * seq * full_seq * batch / tp
     kept_layer = seq * batch * cfg.n_embd * 2 * scale / (tp if sp else 1) if checkpointing else full_layer
     recompute = full_layer if checkpointing else 0.0
     logits = activation_bytes(0, batch, seq, 1, vocab, precision) / tp

@@ -23,9 +23,13 @@ many ranks and DeepSpeed are put together from traces of smaller programs (``orc
 2 and 3 layers, 2 and 4 ranks, the plain forward/backward), so a 100-layer model costs what a
 3-layer one does. The trace runs the fused AdamW a CUDA run runs (the workload makes it fused
 on the CPU too, ``workloads/strategies.adamw``; fake CUDA tensors cannot be made with torch's
-CPU build: "PyTorch is not linked with support for cuda devices") on the CPU's autocast op
-lists (CUDA's lists may cast other ops: not yet compared on a GPU). fp16 is traced
-as bf16 (same bytes; the GradScaler's ``.item()`` cannot run on fake tensors).
+CPU build: "PyTorch is not linked with support for cuda devices") under the CPU's autocast, whose
+op lists differ from CUDA's: CUDA runs softmax, layer_norm, exp, pow and the losses in fp32 where
+the CPU runs softmax and layer_norm in a 16-bit input's dtype. The workload's model hands none of
+those a 16-bit tensor (its manual attention's softmax runs in fp32 explicitly), so its precisions,
+and what it saves, are the same on both (``tests/workloads/test_autocast_semantics.py`` records every
+call of CUDA's fp32 list under the CPU's autocast). fp16 is traced as bf16 (same bytes; the
+GradScaler's ``.item()`` cannot run on fake tensors).
 
 Activation checkpointing is traced like the rest (it is the model's own, ``GPTConfig.checkpointing``),
 and so are context parallel (``cp``: each rank's slice of the sequence, the keys and values gathered

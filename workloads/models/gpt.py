@@ -88,7 +88,10 @@ class CausalSelfAttention(nn.Module):
             # small beside the scores) so that meta-device construction needs no buffer.
             future = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
             att = att.masked_fill(future, float("-inf"))
-        att = F.softmax(att, dim=-1)
+        # Softmax in fp32, back to the scores' dtype: what CUDA's autocast does (softmax is on its fp32
+        # list; the CPU's autocast runs it in 16 bits), so the program saves the same bytes on every
+        # device and `orch plan`'s CPU trace predicts the GPU run (tests/workloads/test_autocast_semantics.py).
+        att = F.softmax(att.float(), dim=-1).to(q.dtype)
         att = self.attn_dropout(att)
         return att @ v
 
