@@ -114,10 +114,14 @@ def test_an_interrupt_a_finalizer_swallowed_is_raised_at_the_next_check(monkeypa
 
     dropped: list[type[BaseException] | None] = []
     monkeypatch.setattr(sys, "unraisablehook", lambda info: dropped.append(info.exc_type))  # "Exception ignored"
-    with interrupt.watching():
+    # the handler the process started with: Python's default_int_handler, or SIG_IGN where the suite
+    # was started as a background job of a non-interactive shell (which ignores SIGINT for it)
+    before = signal.getsignal(signal.SIGINT)
+    with interrupt.watching() as state:
+        assert signal.getsignal(signal.SIGINT) == state.handler  # the block counts Ctrl-C itself
         _Finalizer()  # dropped at once: __del__ runs, the KeyboardInterrupt in it is "ignored"
         assert dropped == [KeyboardInterrupt]
         with pytest.raises(KeyboardInterrupt):
             interrupt.check()
     interrupt.check()  # outside the block nothing is pending
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) == before  # the block gave the process its handler back
