@@ -266,7 +266,6 @@ def _case(e: dict[str, Any]) -> Case | str:
               loop_keeps_logits="finetune/full.py" in framework,
               packed="packed=true" in framework.replace(" ", ""), loss_chunks=_loss_chunks(framework),
               kept_gathered_weights=strategy == "zero3" and (e.get("deepspeed") or {}).get("zero_init") is False,
-              foreach_step=strategy != "zero3" and _foreach_adamw(framework),
               fresh_grads=not accumulation and _frees_gradients(e), **deepspeed)
     parts = terms(shape, run)
     step = step_terms(shape, run, **_deepspeed_step_config(str(e["framework"]))) if strategy == "zero3" else {}
@@ -280,8 +279,6 @@ def _case(e: dict[str, Any]) -> Case | str:
     params = (shape.layers * shape.layer_params() + shape.embedding_params()) / tp
     if strategy == "ddp" and dp > 1:
         parts["ddp_buckets"] = params * (4 if precision in ("fp32", "amp") else 2)
-        if step:
-            step["ddp_buckets"] = parts["ddp_buckets"]  # DDP's buckets live across steps
 
     reserve = "reserve_max_reserved"
     if e["metric"] == "max_memory_allocated_mb":
@@ -315,13 +312,6 @@ def _loss_chunks(framework: str) -> int:
     """The sequence chunks of a chunked loss over the logits (torchtune's CEWithChunkedOutputLoss), else 0."""
     found = re.search(r"num_output_chunks\s*=\s*(\d+)", framework)
     return int(found.group(1)) if found and "chunkedoutputloss" in framework.replace("_", "") else 0
-
-
-def _foreach_adamw(framework: str) -> bool:
-    """torch.optim.AdamW as the entry's framework made it steps with the foreach implementation (torch's
-    default on CUDA) unless the entry says fused=True."""
-    text = framework.lower().replace(" ", "")
-    return "adamw" in text and "fused=true" not in text and "deepspeed" not in text
 
 
 def _deepspeed_step_config(framework: str) -> dict[str, Any]:
