@@ -69,7 +69,7 @@ def _run_tiny(root: Path, example: str) -> Outcome:
     cwd.mkdir()
     path = str(EXAMPLES / example)
     plan = run_orch("plan", path, "--variant", "tiny", "--dry-run", "--json", cwd=cwd, env=ENV, check=True)
-    run = run_orch("run", path, "--variant", "tiny", "--interval", "0.5", cwd=cwd, env=ENV, timeout=480)
+    run = run_orch("run", path, "--variant", "tiny", "--interval", "0.5", cwd=cwd, env=ENV, timeout=1800)
     rows = run_orch("sql", "--format", "json",
                     "SELECT sweep, experiment, workload, site, devices, status, failure_class, tokens_per_s, "
                     "samples_per_s, tflops, bandwidth_gbs, peak_mem_gb FROM results",

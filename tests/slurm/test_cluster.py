@@ -37,7 +37,7 @@ def sh(*cmd: str) -> str:
 
 
 def test_up_is_idempotent_and_cluster_answers(cluster):
-    st = up_again()  # no restart, and quick
+    st = up_again()  # no restart, nothing rewritten
     assert st.ok, st.problems
     assert sandbox.up().as_dict()["nodes"].keys() == st.nodes.keys()
 

@@ -89,7 +89,7 @@ def twin(request, plain_afterwards) -> str:
 
 
 def test_twin_is_up_idempotent_and_shaped_like_the_site(twin: str) -> None:
-    st = up_again(like=twin, env=ENV)  # no restart, and quick
+    st = up_again(like=twin, env=ENV)  # no restart, nothing rewritten
     assert st.ok and st.twin == twin and st.enforce == "associations,limits,qos"
     queues = {q.name for target in TWINS[twin] for q in load_site(target).queues if not q.implicit}
     assert queues <= set(st.partitions), (queues, st.partitions)
