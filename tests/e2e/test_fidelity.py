@@ -114,9 +114,12 @@ def test_a_site_without_a_price_says_so(workdir: Path) -> None:
 
 def _gemm_sweep(name: str) -> str:
     # At least 1 s timed: a figure over ~100 ms of steps is set by when the core is taken away,
-    # not by how much of it the run gets.
+    # not by how much of it the run gets. One thread on one core (share: true): with other load on
+    # the machine a two-thread GEMM waits at every barrier for whichever thread was descheduled, and
+    # two unslowed runs came out 2x apart beside a CPU hog; one pinned thread gets a steady share.
     return (f"name: {name}\nexperiments:\n  - name: g\n    workload: gemm\n    sites: [local]\n"
-            "    walltime: \"00:05:00\"\n    grid: {m: 512, n: 512, k: 512, warmup: 5, iters: 60, min_time: 1.0}\n")
+            "    walltime: \"00:05:00\"\n    share: true\n"
+            "    grid: {m: 512, n: 512, k: 512, warmup: 5, iters: 60, min_time: 1.0}\n")
 
 
 def _hog(cores: int) -> list[subprocess.Popen]:
