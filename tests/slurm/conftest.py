@@ -26,15 +26,15 @@ def up_again(**kwargs):
     every daemon keeps its process (controller, accounting, munge, each node's slurmd) and no file
     under /etc/slurm is rewritten."""
     from orchestrator.sites import sandbox
-    from orchestrator.sites.sandbox.facts import CONF_DIR, CTLD_PID, DBD_PID, MUNGE_PID, RUN_DIR
+    from orchestrator.sites.sandbox.daemons import _running_slurmd_nodes, _slurmd_pidfile
+    from orchestrator.sites.sandbox.facts import CONF_DIR, CTLD_PID, DBD_PID, MUNGE_PID
     from orchestrator.sites.sandbox.proc import _pid_alive
 
     def daemons() -> dict[str, int | None]:
         found = {"slurmctld": _pid_alive(CTLD_PID, "slurmctld"), "slurmdbd": _pid_alive(DBD_PID, "slurmdbd"),
                  "munged": _pid_alive(MUNGE_PID, "munged")}
-        for pidfile in sorted(RUN_DIR.glob("slurmd-*.pid")):  # a stopped node's file may stay behind
-            if pid := _pid_alive(pidfile, "slurmd"):
-                found[pidfile.stem] = pid
+        for node in _running_slurmd_nodes():
+            found[f"slurmd-{node}"] = _pid_alive(_slurmd_pidfile(node), "slurmd")
         return found
 
     def configs() -> dict[str, int]:
