@@ -6,28 +6,26 @@ embedded default through `orch run --variant tiny`, every run `completed` in the
 
 The tiny variants run three `orch run` processes at a time, each in its own working
 directory (own .orch/ and SQLite database), started once for all the selected files by a
-module fixture; each file's test then checks its own outcome.
+module fixture; each file's test then checks its own outcome. A variant another test file has
+run already this session (D3's, D4's) is read, not run again (tests/tiny_runs.py).
 """
 
 from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from tests.conftest import REPO, run_orch
+from tests.tiny_runs import TinyRun, shared_root, tiny_run
 
 EXAMPLES = REPO / "examples"
 STUDY_FILES = sorted(p.name for p in EXAMPLES.glob("[ABCD][0-9]-*.yaml"))
 EXPERIMENTS = ([f"A{i}" for i in range(1, 7)] + [f"B{i}" for i in range(1, 7)] + [f"C{i}" for i in range(1, 6)]
                + [f"D{i}" for i in range(1, 5)])
-# One torch thread per process: several runs share this machine's two cores.
-ENV = {"OMP_NUM_THREADS": "1"}
 PARALLEL = 3
 
 
@@ -57,44 +55,25 @@ def test_full_size_plan_validates(workdir: Path, example: str) -> None:
         assert all(r["site"] != "local" for r in runs)
 
 
-@dataclass
-class Outcome:
-    plan: dict[str, Any]
-    run: Any  # CompletedProcess of `orch run`
-    rows: list[dict[str, Any]]
-
-
-def _run_tiny(root: Path, example: str) -> Outcome:
-    cwd = root / example.removesuffix(".yaml")
-    cwd.mkdir()
-    path = str(EXAMPLES / example)
-    plan = run_orch("plan", path, "--variant", "tiny", "--dry-run", "--json", cwd=cwd, env=ENV, check=True)
-    run = run_orch("run", path, "--variant", "tiny", "--interval", "0.5", cwd=cwd, env=ENV, timeout=1800)
-    rows = run_orch("sql", "--format", "json",
-                    "SELECT sweep, experiment, workload, site, devices, status, failure_class, tokens_per_s, "
-                    "samples_per_s, tflops, bandwidth_gbs, peak_mem_gb FROM results",
-                    cwd=cwd, env=ENV, check=True)
-    return Outcome(json.loads(plan.stdout), run, json.loads(rows.stdout))
-
-
 @pytest.fixture(scope="module")
-def tiny_outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    """Every selected file's tiny variant, run PARALLEL files at a time."""
+def tiny_outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, TinyRun]:
+    """Every selected file's tiny variant, PARALLEL files at a time (tests/tiny_runs.py: a file
+    another test has run already this session is read, not run again)."""
     selected = [item.callspec.params["example"] for item in request.session.items
                 if getattr(item, "originalname", "") == "test_tiny_variant_runs_on_local"
                 and hasattr(item, "callspec")]
-    root = tmp_path_factory.mktemp("examples-tiny")
+    root = shared_root(tmp_path_factory)
     with ThreadPoolExecutor(PARALLEL) as pool:
-        return dict(zip(selected, pool.map(lambda name: _run_tiny(root, name), selected)))
+        return dict(zip(selected, pool.map(lambda name: tiny_run(root, name), selected)))
 
 
 # pytest-timeout's limit (pyproject: 900 s) covers a test's set-up too, and the first of these tests
 # sets up every example's tiny run (about 10 min on a quiet 2-core machine, past 15 on a busy one:
 # a fresh clone's suite beside other work errored all 21 here at 900 s). Each `orch run` keeps its
-# own 480 s limit, so a hung run still fails in minutes.
+# own limit (tests/tiny_runs.py), so a hung run still fails.
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("example", STUDY_FILES)
-def test_tiny_variant_runs_on_local(tiny_outcomes: dict[str, Outcome], example: str) -> None:
+def test_tiny_variant_runs_on_local(tiny_outcomes: dict[str, TinyRun], example: str) -> None:
     outcome = tiny_outcomes[example]
     sweep = example.removesuffix(".yaml") + "-tiny"
     runs = outcome.plan["runs"]
@@ -102,9 +81,8 @@ def test_tiny_variant_runs_on_local(tiny_outcomes: dict[str, Outcome], example: 
     assert all(r["status"] == "planned" and r["site"] == "local" for r in runs), \
         [(r["experiment"], r["reason"]) for r in runs if r["status"] != "planned"]
 
-    proc = outcome.run
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert f"results of {sweep}" in proc.stdout
+    assert outcome.returncode == 0, outcome.stdout[-4000:] + outcome.stderr[-4000:]
+    assert f"results of {sweep}" in outcome.stdout
 
     rows = outcome.rows
     assert len(rows) == len(runs), (len(rows), len(runs))

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, run_orch, write
+from tests.tiny_runs import shared_root, tiny_run
 
 SWEEP = """\
 name: infer
@@ -46,10 +47,10 @@ def test_inference_view_by_hand(workdir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_d3_tiny_variant_runs(workdir: Path) -> None:
-    run_orch("run", str(REPO / "examples" / "D3-inference.yaml"), "--variant", "tiny", cwd=workdir, check=True,
-             timeout=900)
+def test_d3_tiny_variant_runs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    tiny = tiny_run(shared_root(tmp_path_factory), "D3-inference.yaml")  # once a session, shared with test_examples
+    assert tiny.returncode == 0, tiny.stdout[-3000:] + tiny.stderr[-3000:]
     rows = json.loads(run_orch("sql", "-f", "json", "SELECT concurrency, output_tokens_per_s FROM inference",
-                               cwd=workdir, check=True).stdout)
+                               cwd=tiny.workdir, check=True).stdout)
     assert sorted({r["concurrency"] for r in rows}) == [1, 4, 16]
     assert all(r["output_tokens_per_s"] > 0 for r in rows)

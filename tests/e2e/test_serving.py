@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import REPO, run_orch, write
 from tests.e2e.test_report import figure_sections
+from tests.tiny_runs import shared_root, tiny_run
 
 ENV = {"OMP_NUM_THREADS": "1"}
 
@@ -24,12 +25,13 @@ def _pct(values: list[float], q: int) -> float:
 
 
 @pytest.mark.slow
-def test_d4_tiny_variant_stores_serving_figures_per_rate(workdir: Path) -> None:
-    run_orch("run", str(REPO / "examples" / "D4-serving.yaml"), "--variant", "tiny", "--interval", "0.5",
-             cwd=workdir, env=ENV, check=True, timeout=600)
+def test_d4_tiny_variant_stores_serving_figures_per_rate(workdir: Path,
+                                                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    tiny = tiny_run(shared_root(tmp_path_factory), "D4-serving.yaml")  # once a session, shared with test_examples
+    assert tiny.returncode == 0, tiny.stdout[-3000:] + tiny.stderr[-3000:]
     query = ("SELECT s.*, r.run_dir FROM serving s JOIN runs r ON r.id = s.run_id "
              "ORDER BY s.experiment, s.request_rate")
-    rows = json.loads(run_orch("sql", "-f", "json", query, cwd=workdir, env=ENV, check=True).stdout)
+    rows = json.loads(run_orch("sql", "-f", "json", query, cwd=tiny.workdir, env=ENV, check=True).stdout)
     assert sorted({r["request_rate"] for r in rows}) == [2, 8] and len(rows) == 4
     for row in rows:
         assert row["backend"] == "builtin" and row["arrival"] == "poisson" and row["model"] == "tiny"
@@ -51,7 +53,7 @@ def test_d4_tiny_variant_stores_serving_figures_per_rate(workdir: Path) -> None:
         assert row["goodput_fraction"] == pytest.approx(within / 12)
         assert row["goodput_requests_per_s"] == pytest.approx(row["requests_per_s"] * within / 12, rel=1e-9)
     # The report draws the curve with the SLO lines, a mark per run.
-    run_orch("report", "-o", "report.html", cwd=workdir, env=ENV, check=True)
+    run_orch("report", "-o", str(workdir / "report.html"), cwd=tiny.workdir, env=ENV, check=True)
     sections = figure_sections((workdir / "report.html").read_text())
     assert "serving" in sections, sorted(sections)
     figure = sections["serving"]

@@ -118,7 +118,24 @@ def test_generated_shakespeare_has_the_study_files_size_and_alphabet() -> None:
     assert len(text) == 4_573_338  # shakespeare_input.txt's characters
     tokenizer, _ = tokenize(text.encode("ascii"))
     assert tokenizer.alphabet == plays.ALPHABET and tokenizer.vocab_size == 67
-    assert text == plays.make.__wrapped__()  # deterministic, not just cached
+    assert text == plays.generate()  # deterministic, not just cached
+
+
+def test_the_made_text_is_kept_and_read_back_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache under ORCH_DATA_CACHE: the first make writes the text, a later one reads it; a file
+    cut short is made again, and `off` keeps nothing."""
+    monkeypatch.setenv("ORCH_DATA_CACHE", str(tmp_path / "data"))
+    made = plays.make.__wrapped__(5000, 7)
+    (kept,) = (tmp_path / "data").iterdir()
+    assert kept.read_text() == made == plays.generate(5000, 7) and kept.name.startswith("plays-5000-7-")
+    with monkeypatch.context() as m:  # read back, not made again
+        m.setattr(plays, "generate", lambda *a: pytest.fail("made again though the cache holds it"))
+        assert plays.make.__wrapped__(5000, 7) == made
+    kept.write_text(made[:100])  # cut short (a full disk): made again and rewritten
+    assert plays.make.__wrapped__(5000, 7) == made and kept.read_text() == made
+    monkeypatch.setenv("ORCH_DATA_CACHE", "off")
+    kept.unlink()
+    assert plays.make.__wrapped__(5000, 7) == made and not any((tmp_path / "data").iterdir())
 
 
 def test_tiny_run_with_manual_attention_over_characters(run_workload) -> None:

@@ -8,7 +8,10 @@ with the same two properties a character-level benchmark depends on: the same le
 alphabet (the 65 characters of tiny-shakespeare plus ``[`` and ``]``, so the character
 vocabulary, and with it the model, is the study's: 67 ids). The words are play-shaped
 (speaker lines, verse, stage directions) from a fixed seed: deterministic, the same on
-every rank and every machine, made in about a second and never written to disk.
+every rank and every machine. Making it takes about a second of Python, which every rank of
+every run would pay, so the first run keeps it under ``$XDG_CACHE_HOME/orch/data`` (``~/.cache``;
+``ORCH_DATA_CACHE`` names another folder, ``off`` keeps nothing) and later ones read it: the
+file's name carries a digest of this module, so a change here makes a new text, never a stale one.
 
 To train on the real file instead: ``--data file:/path/to/shakespeare_input.txt
 --tokenizer char`` (or tiny-shakespeare's input.txt: 1,115,394 characters, 65 ids).
@@ -17,7 +20,11 @@ To train on the real file instead: ``--data file:/path/to/shakespeare_input.txt
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 import random
+import tempfile
+from pathlib import Path
 
 LENGTH = 4_573_338  # characters of shakespeare_input.txt
 SEED = 1623  # the First Folio
@@ -63,8 +70,49 @@ def _scene(rng: random.Random) -> str:
     return "".join(parts)
 
 
+def cache_dir() -> Path | None:
+    """Where made texts are kept: ORCH_DATA_CACHE, else $XDG_CACHE_HOME/orch/data; None when off."""
+    named = os.environ.get("ORCH_DATA_CACHE", "")
+    if named == "off":
+        return None
+    if named:
+        return Path(named).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orch" / "data"
+
+
+def _cached_path(length: int, seed: int) -> Path | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]  # the generator that made it
+    return folder / f"plays-{length}-{seed}-{digest}.txt"
+
+
 @functools.lru_cache(maxsize=2)
 def make(length: int = LENGTH, seed: int = SEED) -> str:
+    """The text (``generate``), read from the cache when a run has made it before."""
+    path = _cached_path(length, seed)
+    if path is not None:
+        try:
+            text = path.read_text(encoding="ascii")
+            if len(text) == length:
+                return text
+        except (OSError, UnicodeDecodeError):
+            pass  # not there (or unreadable): make it
+    text = generate(length, seed)
+    if path is not None:
+        try:  # written whole then renamed: ranks that make it at once never read half a file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".part")
+            with os.fdopen(fd, "w", encoding="ascii") as out:
+                out.write(text)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only or full cache costs the next run a second, nothing else
+    return text
+
+
+def generate(length: int = LENGTH, seed: int = SEED) -> str:
     """The text: ``length`` characters over exactly ``ALPHABET`` (the first scene shows every one)."""
     rng = random.Random(seed)
     # Every character of the alphabet appears (as it does in the works), whatever the length.
