@@ -8,8 +8,8 @@ with the same two properties a character-level benchmark depends on: the same le
 alphabet (the 65 characters of tiny-shakespeare plus ``[`` and ``]``, so the character
 vocabulary, and with it the model, is the study's: 67 ids). The words are play-shaped
 (speaker lines, verse, stage directions) from a fixed seed: deterministic, the same on
-every rank and every machine. Making it takes about a second of Python, which every rank of
-every run would pay, so the first run keeps it under ``$XDG_CACHE_HOME/orch/data`` (``~/.cache``;
+every rank and every machine. Making it takes about a quarter of a second of Python, which every
+rank of every run would pay, so the first run keeps it under ``$XDG_CACHE_HOME/orch/data`` (``~/.cache``;
 ``ORCH_DATA_CACHE`` names another folder, ``off`` keeps nothing) and later ones read it: the
 file's name carries a digest of this module, so a change here makes a new text, never a stale one.
 
@@ -19,6 +19,7 @@ To train on the real file instead: ``--data file:/path/to/shakespeare_input.txt
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -101,15 +102,23 @@ def make(length: int = LENGTH, seed: int = SEED) -> str:
             pass  # not there (or unreadable): make it
     text = generate(length, seed)
     if path is not None:
-        try:  # written whole then renamed: ranks that make it at once never read half a file
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".part")
-            with os.fdopen(fd, "w", encoding="ascii") as out:
-                out.write(text)
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only or full cache costs the next run a second, nothing else
+        _keep(path, text)
     return text
+
+
+def _keep(path: Path, text: str) -> None:
+    """Write whole, then rename: ranks that make the text at once never read half a file."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".part")
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except OSError:  # a read-only or full cache costs the next run the making, nothing else
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def generate(length: int = LENGTH, seed: int = SEED) -> str:
