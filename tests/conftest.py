@@ -68,12 +68,21 @@ def _worker(config: pytest.Config) -> str | None:
     return getattr(config, "workerinput", {}).get("workerid")
 
 
+def session_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A directory of this test session that every xdist worker shares: the workers' base temps
+    (popen-gwN) lie in the session's; without workers it is under the base temp itself (its parent
+    holds every earlier session's)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def machine_share(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> MachineShare | None:
     if _worker(request.config) is None:
         return None
-    # Every worker's base temp lies in one directory of this run: the lock files live there.
-    return MachineShare(tmp_path_factory.getbasetemp().parent / "machine-share")
+    return MachineShare(session_dir(tmp_path_factory, "machine-share"))
 
 
 @pytest.fixture(autouse=True)

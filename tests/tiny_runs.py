@@ -2,10 +2,11 @@
 
 ``tests/e2e/test_examples.py`` runs every example's tiny variant; ``test_inference.py`` and
 ``test_serving.py`` read D3's and D4's. Under pytest-xdist those files may land on different
-workers, so the outcome is kept on disk beside the workers' base temps (as the machine-share locks
-are): the first test to ask runs ``orch plan``, ``orch run`` and ``orch sql`` in a working directory
-of its own, under a per-example lock; every later one, on any worker, waits for that lock and reads
-what it left. A reader never writes to the directory (``orch sql``, ``orch report -o`` elsewhere).
+workers, so the outcome is kept in a directory of the session every worker shares (as the
+machine-share locks are): the first test to ask runs ``orch plan``, ``orch run`` and ``orch sql``
+in a working directory of its own, under a per-example lock; every later one, on any worker, waits
+for that lock and reads what it left. A reader never writes to the directory (``orch sql``;
+``orch report -o`` to a folder of its own).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, run_orch
+from tests.conftest import REPO, run_orch, session_dir
 
 EXAMPLES = REPO / "examples"
 # One torch thread per process: several runs share this machine's two cores.
@@ -40,10 +41,8 @@ class TinyRun:
 
 
 def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One directory for the whole session, every worker's (their base temps share a parent)."""
-    root = tmp_path_factory.getbasetemp().parent / "tiny-runs"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    """One directory for the whole session, every worker's (tests/conftest.py's session_dir)."""
+    return session_dir(tmp_path_factory, "tiny-runs")
 
 
 def _run(workdir: Path, example: str) -> dict[str, Any]:

@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_orch
-from tests.tiny_runs import TinyRun, shared_root, tiny_run
+from tests.conftest import run_orch
+from tests.tiny_runs import EXAMPLES, TinyRun, shared_root, tiny_run
 
-EXAMPLES = REPO / "examples"
 STUDY_FILES = sorted(p.name for p in EXAMPLES.glob("[ABCD][0-9]-*.yaml"))
 EXPERIMENTS = ([f"A{i}" for i in range(1, 7)] + [f"B{i}" for i in range(1, 7)] + [f"C{i}" for i in range(1, 6)]
                + [f"D{i}" for i in range(1, 5)])
