@@ -25,11 +25,10 @@ What runs (GPU; ``--tiny`` runs the same experiments at the sizes in TINY):
   fsdp-full and DeepSpeed ZeRO-2, and ddp, fsdp-full and ZeRO-2 again with activation checkpointing;
 - llm_inference, Llama-2-7B shape (random weights), bf16, 512 tokens in, 64 out, concurrency 1, 8, 64.
 
-Budget on one H100 (estimated, not yet measured: no GPU has run it): 18 runs, each a fresh process
-(~10 s of start-up: Python, torch, CUDA context; DeepSpeed's import ~10 s more) plus ~1-5 s of
-timed work; plan ~30-60 s (memory traces of the gpt2 shapes, on the CPU); report and calibrate
-~20 s; the wheels' install ~20 s. About 6 minutes; ``--timeout`` (default 420 s for orch run)
-cancels what is left so the whole check ends inside 8 minutes whatever happens.
+Budget: on the lent H200 (2026-11-27, benchmarks/RESULTS.md) the whole check took 268 s: plan 18 s,
+orch run 235 s for the 18 runs (each a fresh process), report and calibrate 10 s; the wheels'
+install about 20 s before it. ``--timeout`` (default 420 s for orch run) cancels what is left so
+the whole check ends inside 8 minutes whatever happens.
 """
 
 from __future__ import annotations
@@ -72,8 +71,9 @@ class Sizes:
 
 GPU = Sizes(
     site="gpu-box", walltime="00:10:00", gemm=8192,
-    conv={"shape": "deepbench-1", "precision": "bf16", "backward": True, "warmup": 5, "iters": 20},
-    block={"precision": "bf16", "batch_size": 8, "seq_len": 1024, "warmup": 5, "iters": 20},
+    # 200 steps: 20 took 0.07 s on the H200, too short for NVML's energy counter (workloads/harness/energy.py).
+    conv={"shape": "deepbench-1", "precision": "bf16", "backward": True, "warmup": 5, "iters": 200},
+    block={"precision": "bf16", "batch_size": 8, "seq_len": 1024, "warmup": 5, "iters": 200},
     gpt2_sizes=["gpt2", "gpt2-medium", "gpt2-xl"], gpt2_model="gpt2-medium",
     gpt2={"precision": "bf16", "batch_size": 8, "seq_len": 1024, "warmup": 3, "iters": 10},
     llm={"model": "llama2-7b", "precision": "bf16", "input_len": 512, "output_len": 64, "warmup": 1, "iters": 3},

@@ -36,9 +36,24 @@ import torch
 
 from workloads.harness import Refused, Session, run_workload
 from workloads.harness.timing import percentile
-from workloads.models.llama import SIZES, Llama, kv_bytes_per_token, num_params
+from workloads.models.llama import SIZES, Llama, LlamaConfig, kv_bytes_per_token, num_params
 
 BACKENDS = ("builtin", "vllm")
+
+
+def build_model(cfg: LlamaConfig, tp: int, dtype: torch.dtype, device: torch.device) -> Llama:
+    """The model, its weights made in ``dtype`` on ``device``.
+
+    Made in fp32 and cast, a 7B model's peak on the H200 was its fp32 weights (27.2 GB beside
+    13.5 GB of bf16 ones, 2026-11-27, benchmarks/RESULTS.md), which no server ever holds.
+    """
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with device:
+            return Llama(cfg, tp=tp).eval()
+    finally:
+        torch.set_default_dtype(default_dtype)
 
 
 def prefill_flops(cfg: Any, n_params: int, batch: int, input_len: int) -> float:
@@ -70,8 +85,7 @@ def _builtin(session: Session) -> dict[str, Any]:
     dtype = session.precision.dtype if session.precision.dtype in (torch.float16, torch.bfloat16) else torch.float32
     torch.manual_seed(args.seed)  # every rank builds the same weights (only its shard is used)
     try:
-        with session.device.torch_device:
-            model = Llama(cfg, tp=tp).to(dtype).eval()
+        model = build_model(cfg, tp, dtype, session.device.torch_device)
     except ValueError as exc:
         raise Refused(str(exc)) from exc
     model.allocate(batch, s_in + s_out)

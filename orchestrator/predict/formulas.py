@@ -19,8 +19,11 @@ Formula = Callable[[dict[str, Any]], int]
 
 
 def gemm(p: dict[str, Any]) -> int:
+    """A, B and C; fp8's C is bf16 (workloads/gemm.py: ``_scaled_mm``'s ``out_dtype``)."""
     m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
-    return (m * k + k * n + m * n) * BYTES_PER_ELEMENT.get(str(p.get("precision", "fp32")), 4)
+    precision = str(p.get("precision", "fp32"))
+    size = BYTES_PER_ELEMENT.get(precision, 4)
+    return (m * k + k * n) * size + m * n * (2 if precision == "fp8" else size)
 
 
 def bert(p: dict[str, Any]) -> int:

@@ -15,6 +15,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from orchestrator.run.executors.local_cores import CoreLedger, snapshot
 from tests.conftest import REPO, run_orch, write
 
@@ -207,6 +209,8 @@ def test_waiting_run_is_pending_cancellable_and_its_walltime_starts_with_its_cor
 
 HOLDER = """\
 import sys, time
+import pytest
+
 from orchestrator.run.executors.local_cores import CoreLedger
 grant = CoreLedger().acquire(1, capacity=1, job=sys.argv[1])
 print("held", flush=True)
@@ -295,3 +299,30 @@ def _fake_python(workdir: Path) -> Path:
     fake = write(workdir / "fake-python", FAKE_PYTHON.replace("{real}", sys.executable))
     fake.chmod(0o755)
     return fake
+
+
+RECORDING_PYTHON = """#!/bin/bash
+# Stands in for python: notes the GPUs the run was shown, then runs the real interpreter.
+echo "${{CUDA_VISIBLE_DEVICES-unset}}" > "$ORCH_RUN_DIR/gpus-seen"
+exec {real} "$@"
+"""
+
+
+def test_a_local_run_sees_the_gpus_orch_sees(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """submitit's local executor sets CUDA_VISIBLE_DEVICES to the GPUs it was asked for, "" for
+    none: on the lent H200 every run of the device check was refused ("device 'cuda' is not
+    available"). A local run is shown what orch was: the caller's variable, or none at all."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    fake = write(workdir / "bin" / "python", RECORDING_PYTHON.format(real=sys.executable))
+    fake.chmod(0o755)
+    write(workdir / "mysites" / "one.yaml", SITE.format(name="one", python=fake, extra=""))
+    env = {"ORCH_LOCAL_CORES_DIR": str(workdir / "ledger")}
+    seen = {}
+    for name, extra in (("unset", {}), ("two", {"CUDA_VISIBLE_DEVICES": "0,1"})):
+        sweep = write(workdir / f"{name}.yaml", ONE_RUN.format(name=name, walltime="00:05:00", tag=name))
+        proc = run_orch("--sites-dir", str(workdir / "mysites"), "run", str(sweep), "--interval", "0.5",
+                        cwd=workdir, env={**env, **extra})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (run_dir,) = [r["run_dir"] for r in _attempts(workdir, env) if r["sweep"] == name]
+        seen[name] = (Path(run_dir) / "gpus-seen").read_text().strip()
+    assert seen == {"unset": "unset", "two": "0,1"}

@@ -140,6 +140,38 @@ def test_a_failed_read_gives_none_with_the_error_never_a_figure() -> None:
     assert block["source"] == "none" and block["errors"] == ["RuntimeError: GPU is lost"]
 
 
+class SteppingNvml:
+    """NVML's total-energy counter as the lent H200 showed it: it moves in steps (mJ)."""
+
+    def __init__(self) -> None:
+        self.millijoules = 5_000_000
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: object) -> int:
+        return self.millijoules
+
+
+def test_an_nvidia_window_too_short_for_its_counter_gives_none_with_why() -> None:
+    """On the H200 the counter read 0 J over a 0.076 s timed region: that is no figure of 0 W."""
+    nvml, clock = SteppingNvml(), Clock()
+    meter = energy.Meter(energy.NvmlEnergyReader(nvml, handle=None), clock=clock)
+    meter.resume()
+    clock.now += 0.076  # the counter has not stepped
+    short = meter.reading()
+    assert short.joules is None and short.seconds == pytest.approx(0.076)
+    assert short.error and "0.076 s" in short.error and "0.5 s" in short.error
+    metrics, block = energy.figures([short], 20, 0.076, None)
+    assert set(metrics.values()) == {None} and block["source"] == "none" and block["errors"] == [short.error]
+
+    meter = energy.Meter(energy.NvmlEnergyReader(nvml, handle=None), clock=clock)
+    meter.resume()
+    clock.now += 0.6
+    nvml.millijoules += 420_000
+    long = meter.reading()
+    assert long.error is None and long.joules == pytest.approx(420.0) and long.source == "nvml"
+    # A CPU's package counter moves every millisecond: a short window still counts there.
+    assert energy.RaplReader.min_window_s == 0.0
+
+
 def test_ranks_combine_shared_counts_once_and_a_missing_rank_voids_the_total() -> None:
     rank0 = energy.Reading("rapl", 30.0, 2.0, 2)
     rank1 = energy.Reading("shared", None, 2.0, 0)  # same node: inside rank 0's package counter

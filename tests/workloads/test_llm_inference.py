@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from tests.workloads.workload_helpers import load_valid, run_module
-from workloads.llm_inference import decode_bytes, prefill_flops
+from workloads.harness.livebytes import LiveBytes
+from workloads.llm_inference import build_model, decode_bytes, prefill_flops
 from workloads.models.llama import SIZES, Llama, kv_bytes_per_token, num_params
 
 
@@ -93,3 +94,16 @@ def test_vllm_backend_refuses_without_vllm(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "needs vLLM, which is not installed" in proc.stderr
     assert not (tmp_path / "m.json").exists()
+
+
+def test_the_model_is_made_in_its_dtype_never_in_fp32_first() -> None:
+    """Made in fp32 and cast, Llama-2-7B peaked at 27.2 GB on the H200 for 13.5 GB of bf16
+    weights: the live bytes while the model is made stay those of its bf16 weights."""
+    cfg = SIZES["tiny"]
+    with LiveBytes() as live:
+        model = build_model(cfg, 1, torch.bfloat16, torch.device("cpu"))
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    assert weights == 2 * num_params(cfg)
+    assert live.peak <= 1.1 * weights, (live.peak, weights)
+    assert torch.get_default_dtype() == torch.float32  # put back for whatever runs next

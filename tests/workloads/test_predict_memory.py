@@ -262,3 +262,31 @@ def test_a_plan_traces_its_missing_shapes_side_by_side_and_gets_the_same_bytes(p
     assert out["values"] == [memory.predict_bytes(p) for p in runs]
     on_disk = leaves | {traces.normalized(memory.Inputs.of(p)) for p in runs}  # tiny's run is its own leaf
     assert len(list(tmp_path.glob("*.json"))) == len(on_disk) == len(leaves) + 3
+
+
+@pytest.mark.parametrize("precision,dtype", [("fp32", torch.float32), ("bf16", torch.bfloat16),
+                                             ("fp8", torch.float8_e4m3fn)])
+def test_the_gemm_formula_is_the_bytes_the_gemm_holds(precision: str, dtype: Any) -> None:
+    """A, B and the product, live while the step runs (fp8's product is bf16): on the H200 the
+    fp8 formula counted a 1-byte product and missed a quarter of the operands' bytes."""
+    import types
+
+    from orchestrator.predict.formulas import formula_for
+    from workloads.gemm import make_step
+    from workloads.harness.livebytes import LiveBytes
+
+    session: Any = types.SimpleNamespace(device=types.SimpleNamespace(torch_device=torch.device("cpu")),
+                                    precision=types.SimpleNamespace(name=precision, dtype=dtype), rank=0)
+    m, n, k = 64, 48, 32
+    with LiveBytes() as live:
+        step = make_step(session, m, n, k)
+        held = live.live  # the operands (the fp32 draws they were cast from are gone)
+        product = step()
+        live.track(product)
+        assert product.shape == (m, n)
+        held_in_step = live.live
+    scale = 4 if precision == "fp8" else 0  # fp8's unit scale, one fp32 scalar the formula leaves out
+    formula = formula_for("gemm")
+    assert formula is not None
+    assert formula({"m": m, "n": n, "k": k, "precision": precision}) == held_in_step - scale
+    assert held <= held_in_step

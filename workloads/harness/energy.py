@@ -37,6 +37,12 @@ from typing import Any, Callable, Protocol
 # every 20-100 ms depending on the board; nvidia-smi costs tens of ms per call.
 POWER_INTERVAL_S = 0.05
 SMI_INTERVAL_S = 0.2
+# The shortest metered window an NVIDIA source gives a figure for. NVML's counter moves in steps
+# and its power figure is an average over a window of its own: on the lent H200 (2026-11-27,
+# benchmarks/RESULTS.md) the counter read 0 J over a transformer block's 0.076 s of timed steps
+# at 460 TFLOP/s, and 720 W over an fp8 GEMM's 0.57 s on a board capped at 700 W. A shorter
+# window's figure is none, with the reason, never a number that is mostly the counter's step.
+NVIDIA_MIN_WINDOW_S = 0.5
 
 NONE = "none"
 SHARED = "shared"  # a rank whose node counter another rank of the node reads
@@ -47,6 +53,7 @@ class Reader(Protocol):
 
     source: str
     kind: str
+    # A reader may also say ``min_window_s``: shorter metered windows give no figure (its resolution).
 
     def read(self) -> float: ...
 
@@ -60,6 +67,7 @@ class RaplReader:
 
     source = "rapl"
     kind = "energy"
+    min_window_s = 0.0  # the package counters move every millisecond or so
 
     def __init__(self, root: str | os.PathLike[str] = "/sys/class/powercap") -> None:
         base = Path(root)
@@ -92,6 +100,7 @@ def _int_file(path: Path, default: int | None = None) -> int:
 
 class NvmlEnergyReader:
     source = "nvml"
+    min_window_s = NVIDIA_MIN_WINDOW_S
     kind = "energy"
 
     def __init__(self, nvml: Any, handle: Any) -> None:
@@ -104,6 +113,7 @@ class NvmlEnergyReader:
 
 class NvmlPowerReader:
     source = "nvml-power"
+    min_window_s = NVIDIA_MIN_WINDOW_S
     kind = "power"
 
     def __init__(self, nvml: Any, handle: Any) -> None:
@@ -116,6 +126,7 @@ class NvmlPowerReader:
 
 class SmiPowerReader:
     source = "nvidia-smi"
+    min_window_s = NVIDIA_MIN_WINDOW_S
     kind = "power"
 
     def __init__(self, device_id: str) -> None:
@@ -228,6 +239,11 @@ class Meter:
             return Reading(NONE, None, self._seconds, 0, self._error)
         if self._error is not None or self._samples == 0:
             return Reading(self.reader.source, None, self._seconds, self._samples, self._error)
+        least = getattr(self.reader, "min_window_s", 0.0)
+        if self._seconds < least:
+            why = (f"{self.reader.source}: the timed steps took {self._seconds:.3f} s, under the {least:g} s "
+                   "this source needs for a figure (time more steps)")
+            return Reading(self.reader.source, None, self._seconds, self._samples, why)
         return Reading(self.reader.source, self._joules, self._seconds, self._samples)
 
 

@@ -86,12 +86,32 @@ def _detached_output() -> Iterator[None]:
             os.close(fd)
 
 
+def job_environment(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    """submitit's controller environment, with the GPUs orch itself sees.
+
+    submitit sets ``CUDA_VISIBLE_DEVICES`` to the GPUs its ``gpus_per_node`` asked for, ""
+    for none, which hid every GPU from every local run: on the lent H200 (2026-11-27) all 18
+    runs of the device check stopped at "device 'cuda' is not available". A local job runs
+    on the whole machine (alone unless its sweep says ``share: true``), so it sees what orch
+    sees: the caller's ``CUDA_VISIBLE_DEVICES`` where one is set, else the variable unset.
+    """
+    if env is None:
+        return None
+    env = dict(env)
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    else:
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
 def _start_controller(cmd: list[str] | str, **kwargs: Any) -> subprocess.Popen[bytes]:
     """submitit's controller command, with orch's quieter controller module, in a new session."""
     if isinstance(cmd, str):  # submitit joins a setup and the command into one shell line
         cmd = cmd.replace(SUBMITIT_MODULE, CONTROLLER_MODULE)
     else:
         cmd = [CONTROLLER_MODULE if part == SUBMITIT_MODULE else part for part in cmd]
+    kwargs["env"] = job_environment(kwargs.get("env"))
     return subprocess.Popen(cmd, start_new_session=True, **kwargs)
 
 
