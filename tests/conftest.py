@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import warm_orch
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -111,8 +113,9 @@ def run_orch(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: 
     """``orch ARGS`` in a real process, as a user would run it."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
     full_env.update({"COLUMNS": "200", **(env or {})})
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    # A process of its own, forked from an interpreter that has imported orch's libraries
+    # (tests/warm_orch.py: 0.1-0.4 s of CPU less per command).
+    proc = warm_orch.run(list(args), cwd=Path(cwd), env=full_env, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"orch {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
