@@ -114,9 +114,10 @@ def _handle(conn: socket.socket) -> None:
         for fd in fds:
             os.close(fd)
         conn.sendall(json.dumps({"pid": pid}).encode())
-        _, wait_status = os.waitpid(pid, 0)
+        _, wait_status, usage = os.wait4(pid, 0)
         status = os.waitstatus_to_exitcode(wait_status)
-        conn.sendall(json.dumps({"returncode": status}).encode())
+        cpu = usage.ru_utime + usage.ru_stime  # the command's, and its waited-for processes'
+        conn.sendall(json.dumps({"returncode": status, "cpu_s": cpu}).encode())
     finally:
         os._exit(0)
 
@@ -215,6 +216,9 @@ class _Server:
 
 
 _SERVER = _Server()
+# CPU seconds of the commands this process ran warm: they are the server's grandchildren, so
+# RUSAGE_CHILDREN leaves them out (tests/conftest.py adds this to each test's count).
+cpu_seconds = 0.0
 
 
 def run(args: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -240,8 +244,10 @@ def run(args: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> s
             raise subprocess.TimeoutExpired(cmd, timeout, _text(out), _text(err)) from None
         if not reply:
             raise OSError(f"the warm orch server ended during `orch {' '.join(args)}`")
-        returncode = json.loads(reply)["returncode"]
-        return subprocess.CompletedProcess(cmd, returncode, _text(out), _text(err))
+        ended = json.loads(reply)
+        global cpu_seconds
+        cpu_seconds += ended["cpu_s"]
+        return subprocess.CompletedProcess(cmd, ended["returncode"], _text(out), _text(err))
 
 
 def _text(file: Any) -> str:
