@@ -182,20 +182,22 @@ class _Server:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
-        self.env: dict[str, str] = {}
+        # The environment this pytest process started with (conftest imports this file before any
+        # test runs), not the first command's: a test that set LC_ALL or PYTHONPATH for its own
+        # commands must not make every later command of this process cold.
+        self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}, "COLUMNS": "200"}
         self.path = ""
         self.failed = False
 
-    def running(self, env: dict[str, str]) -> bool:
+    def running(self) -> bool:
         with self.lock:
             if self.proc is None and not self.failed:
-                self._start(env)
+                self._start()
             return self.proc is not None and self.proc.poll() is None
 
-    def _start(self, env: dict[str, str]) -> None:
+    def _start(self) -> None:
         folder = tempfile.mkdtemp(prefix="orch-warm-")
         self.path = os.path.join(folder, "socket")
-        self.env = dict(env)
         try:
             self.proc = subprocess.Popen([sys.executable, __file__, self.path, str(os.getpid())], env=self.env,
                                          cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
@@ -225,7 +227,7 @@ def run(args: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> s
     """``subprocess.run([python, -m, orchestrator.cli, *args], capture_output=True, text=True)``,
     forked warm where the command's environment allows it."""
     cmd = [sys.executable, "-m", "orchestrator.cli", *args]
-    if os.environ.get(COLD_ENV) or not _SERVER.running(env) or read_at_start(env) != read_at_start(_SERVER.env):
+    if os.environ.get(COLD_ENV) or read_at_start(env) != read_at_start(_SERVER.env) or not _SERVER.running():
         return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:

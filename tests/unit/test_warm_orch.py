@@ -50,11 +50,17 @@ def test_each_command_has_its_own_environment_and_state(tmp_path: Path, env: dic
 
 
 def test_start_up_variables_and_timeouts(tmp_path: Path, env: dict[str, str]) -> None:
-    # PYTHONPATH is read when an interpreter starts: that command runs cold, and still works.
+    # PYTHONPATH is read when an interpreter starts: that command runs cold (its CPU is then the
+    # test's child's, not the server's), and still works.
     extra = tmp_path / "extra"
     extra.mkdir()
+    before = warm_orch.cpu_seconds
     done = warm_orch.run(["--help"], cwd=tmp_path, env={**env, "PYTHONPATH": str(extra)}, timeout=120)
     assert done.returncode == 0 and "plan" in done.stdout
+    assert warm_orch.cpu_seconds == before
+    # ... and the next command, with this process's own environment, is warm again.
+    assert warm_orch.run(["--help"], cwd=tmp_path, env=env, timeout=120).returncode == 0
+    assert warm_orch.cpu_seconds > before
     assert warm_orch.read_at_start({"PYTHONPATH": "a", "ORCH_DB_URL": "b", "LC_ALL": "C"}) == \
         {"PYTHONPATH": "a", "LC_ALL": "C"}
     # A command past its timeout is killed, as subprocess.run kills it.
