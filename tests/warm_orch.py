@@ -103,7 +103,6 @@ def _remove(path: str) -> None:
 
 def _handle(conn: socket.socket) -> None:
     """One command: a child runs it, this process reports its pid, then its exit status."""
-    status = 255
     try:
         data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
         request = json.loads(data)
