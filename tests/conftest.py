@@ -227,9 +227,12 @@ class _TestCpu:
         def children() -> float:  # the commands run warm are not this process's children
             return cpu(resource.RUSAGE_CHILDREN) + warm_orch.cpu_seconds
 
+        began = time.time()  # when, and on which worker: the suite's timeline (who waited on whom)
         wall, own, before = time.perf_counter(), cpu(resource.RUSAGE_SELF), children()
         yield
         line = json.dumps({"test": item.nodeid, "group": test_group(item.nodeid),
+                           "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                           "start": round(began, 3), "end": round(time.time(), 3),
                            "wall": round(time.perf_counter() - wall, 3),
                            "cpu_self": round(cpu(resource.RUSAGE_SELF) - own, 3),
                            "cpu_children": round(children() - before, 3)})

@@ -53,7 +53,9 @@ WARM_MODULES = (
     "typer._click.decorators", "encodings.unicode_escape",
 )
 # What an interpreter, or a module imported above, reads from the environment when it starts.
-COLD_PREFIXES = ("PYTHON", "LD_", "LC_", "TYPER", "_TYPER", "SUBMITIT", "OMP_", "MKL_", "OPENBLAS_")
+# Thread counts (OMP_NUM_THREADS ...) are not among them: nothing above loads a BLAS or OpenMP
+# runtime, so the child's numpy or torch reads the command's own when it imports them.
+COLD_PREFIXES = ("PYTHON", "LD_", "LC_", "TYPER", "_TYPER", "SUBMITIT")
 COLD_NAMES = ("LANG", "LANGUAGE", "TZ", "TERM", "FORCE_COLOR", "NO_COLOR", "PY_COLORS", "TERMINAL_WIDTH",
               "GITHUB_ACTIONS", "CI")
 COLD_ENV = "ORCH_TEST_COLD"

@@ -67,3 +67,16 @@ def test_start_up_variables_and_timeouts(tmp_path: Path, env: dict[str, str]) ->
     with pytest.raises(subprocess.TimeoutExpired):
         warm_orch.run(["sql", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
                               "SELECT count(*) FROM c"], cwd=tmp_path, env=env, timeout=3)
+
+
+def test_the_server_loads_no_thread_runtime_so_thread_counts_stay_the_commands() -> None:
+    """Thread-count variables (OMP_NUM_THREADS ...) do not send a command cold: that holds only
+    while the server imports nothing that reads them when loaded (a BLAS, OpenMP, torch)."""
+    probe = ("import sys\nfrom tests.warm_orch import WARM_MODULES\n"
+             "for name in WARM_MODULES:\n    try:\n        __import__(name)\n    except ImportError:\n        pass\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'torch', 'scipy', 'matplotlib', 'threadpoolctl'}))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=Path(warm_orch.__file__).parents[1],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert warm_orch.read_at_start({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) == {}
