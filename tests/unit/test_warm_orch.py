@@ -74,7 +74,8 @@ def test_the_server_loads_no_thread_runtime_so_thread_counts_stay_the_commands()
     while the server imports nothing that reads them when loaded (a BLAS, OpenMP, torch)."""
     probe = ("import sys\nfrom tests.warm_orch import WARM_MODULES\n"
              "for name in WARM_MODULES:\n    try:\n        __import__(name)\n    except ImportError:\n        pass\n"
-             "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'torch', 'scipy', 'matplotlib', 'threadpoolctl'}))")
+             "loaded = {m.split('.')[0] for m in sys.modules}\n"
+             "print(sorted(loaded & {'numpy', 'torch', 'scipy', 'matplotlib', 'threadpoolctl'}))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=Path(warm_orch.__file__).parents[1],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
