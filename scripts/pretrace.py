@@ -3,10 +3,14 @@
     .venv/bin/python scripts/pretrace.py            # rebuild the table
     .venv/bin/python scripts/pretrace.py --check    # exit 1 when the table is stale (builds nothing)
 
-Plans every example (examples/*.yaml, each variant too) with every site's account and environment set to a
-placeholder (orchestrator/sites/placeholders.py), so that no run is refused before its memory is
-predicted, and runs ``orch predict`` for each preset below; all on an empty prediction cache with
-the shipped table switched off, so that every shape is traced afresh. The cache then holds each
+Plans every example (examples/*.yaml, each variant too), every study file with each experiment
+moved onto every built-in site and system (what a user adapting an example to their site plans), and
+the device check's sweeps (benchmarks/device_check.py: its GPU sweep on gpu-box's systems, so a lent
+GPU's minutes are not spent tracing, and its --tiny one), with
+every site's account and environment set to a placeholder (orchestrator/sites/placeholders.py), so
+that no run is refused before its memory is predicted, and runs ``orch predict`` for each preset
+below; all on an empty prediction cache with the shipped table switched off, so that every shape is
+traced afresh. The cache then holds each
 prediction and each leaf it was put together from; the table is those entries.
 
 Rebuild after any change to the traced code (orchestrator/predict/memory.py's ``_PREDICTOR_CODE``
@@ -30,10 +34,16 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.device_check import GPU, TINY, sweep_document  # noqa: E402
 from orchestrator.predict import memory, pretraced  # noqa: E402
 from orchestrator.sites.placeholders import placeholder_env  # noqa: E402
+from orchestrator.sites.profiles import load_site  # noqa: E402
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+STUDY_FILES = sorted((REPO / "examples").glob("[ABC][0-9]-*.yaml"))
+# The built-in sites each study file is also planned on, every system of each included
+# (tests/vendors/test_rendered_commands.py checks every script those plans render).
+EVERY_SITE = ["alcf-ai-testbed", "baskerville", "cosma8", "dawn", "jade2", "local", "polaris", "stanage"]
 # `orch predict` as the README and study E start it: each gpt2 preset a campaign begins with, on one
 # node of the sites the studies ran (every layout it ranks is a run the plan would predict).
 PREDICTS: list[tuple[str, int, str, list[str]]] = [
@@ -44,12 +54,38 @@ PREDICTS: list[tuple[str, int, str, list[str]]] = [
 ]
 
 
-def plans() -> list[tuple[Path, str | None]]:
-    """Every example, and each of its variants (``orch plan --variant``)."""
+def every_site_targets() -> list[str]:
+    """EVERY_SITE and each of its systems (``site:system``)."""
+    out: list[str] = []
+    for name in EVERY_SITE:
+        out += [name, *(f"{name}:{system}" for system in load_site(name).systems)]
+    return out
+
+
+def on_every_site(study: Path) -> dict:
+    """``study``'s sweep with each experiment's sites replaced by every_site_targets(), no variants."""
+    data = yaml.safe_load(study.read_text())
+    for experiment in data["experiments"]:
+        experiment["sites"] = every_site_targets()
+    data.pop("variants", None)
+    return data
+
+
+def plans(workdir: Path) -> list[tuple[Path, str | None]]:
+    """Every example and each of its variants (``orch plan --variant``), then every study file on
+    every site and the device check's sweeps (written under ``workdir``)."""
     out: list[tuple[Path, str | None]] = []
     for path in EXAMPLES:
         out.append((path, None))
         out.extend((path, name) for name in (yaml.safe_load(path.read_text()) or {}).get("variants") or {})
+    for study in STUDY_FILES:
+        moved = workdir / f"{study.stem}-every-site.yaml"
+        moved.write_text(yaml.safe_dump(on_every_site(study), sort_keys=False))
+        out.append((moved, None))
+    for name, sizes, site in (("h100", GPU, "gpu-box:h100"), ("h200", GPU, "gpu-box:h200"), ("tiny", TINY, TINY.site)):
+        check = workdir / f"device-check-{name}.yaml"
+        check.write_text(yaml.safe_dump(sweep_document(sizes, site), sort_keys=False))
+        out.append((check, None))
     return out
 
 
@@ -68,7 +104,7 @@ def build(out: Path) -> int:
         env.update(placeholder_env())
         env.update(ORCH_HOME=str(Path(tmp) / "home"), ORCH_MEMORY_CACHE=str(cache), **{pretraced.ENV: "0"})
         began = time.perf_counter()
-        for sweep, variant in plans():
+        for sweep, variant in plans(Path(tmp)):
             _orch(["plan", "--dry-run", "--json", str(sweep)] + (["--variant", variant] if variant else []), env)
             print(f"{sweep.name}{f' --variant {variant}' if variant else ''}: "
                   f"{len(list(cache.glob('*.json')))} entries so far ({time.perf_counter() - began:.0f} s)", flush=True)

@@ -31,7 +31,8 @@ def test_the_table_was_traced_from_this_checkouts_code() -> None:
 
 def test_every_example_and_variant_plans_without_tracing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Planned as a user holding every account would (so no run is refused before its memory is
-    predicted), on an empty cache: not one shape traced, every gpt2 prediction a traced one."""
+    predicted), on an empty cache: not one shape traced, every gpt2 prediction a traced one. The
+    study files moved onto every built-in site (scripts/pretrace.py's plans) too."""
     env = {k: v for k, v in os.environ.items() if k.startswith("ORCH_")}
     for name in env:
         monkeypatch.delenv(name)
@@ -43,7 +44,7 @@ def test_every_example_and_variant_plans_without_tracing(tmp_path: Path, monkeyp
     runner = CliRunner()
     planned = 0
     with memory.on_trace(traced.append):
-        for sweep, variant in plans():
+        for sweep, variant in plans(tmp_path):
             args = ["plan", "--dry-run", "--json", str(sweep)] + (["--variant", variant] if variant else [])
             result = runner.invoke(app, args, catch_exceptions=False)
             assert result.exit_code == 0, result.output

@@ -24,28 +24,18 @@ from types import ModuleType
 import pytest
 import yaml
 
-from orchestrator.sites.profiles import load_site
 from orchestrator.sites.vendors.base import runners
-from tests.conftest import REPO, run_orch
+from scripts.pretrace import STUDY_FILES, every_site_targets, on_every_site
+from tests.conftest import run_orch
 from workloads import registry
 from workloads.harness.cli import parse_args
 
-EXAMPLES = sorted((REPO / "examples").glob("[ABC][0-9]-*.yaml"))
-BUILTIN = ["alcf-ai-testbed", "baskerville", "cosma8", "dawn", "jade2", "local", "polaris", "stanage"]
 # Every site's account and QoS, so that no run is skipped for want of one.
 ENV = {"ORCH_ACCOUNT": "proj", "ORCH_QOS": "qos", "ORCH_POLARIS_PROJECT": "proj",
        "ORCH_AI_TESTBED_PROJECT": "proj", "OMP_NUM_THREADS": "1",
        # The environments a user must name where no public page documents one (profiles' python_env).
        "ORCH_COSMA8_VENV": "/cosma/home/dp000/user/venv", "ORCH_JADE2_VENV": "/jmain02/home/user/venv"}
 VENDOR_HELPERS = {"orchestrator.sites.vendors.capture", "orchestrator.sites.vendors.params"}
-
-
-def targets() -> list[str]:
-    out: list[str] = []
-    for name in BUILTIN:
-        out.append(name)
-        out += [f"{name}:{system}" for system in load_site(name).systems]
-    return out
 
 
 def adapters() -> dict[str, ModuleType]:
@@ -113,14 +103,13 @@ def refusal(script: str, adapter_modules: dict[str, ModuleType]) -> str:
     return reason
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem.split("-")[0] for p in EXAMPLES])
+# The memory of these plans' runs is predicted from the shapes shipped traced (scripts/pretrace.py
+# plans the same sweeps), so a new machine traces nothing here.
+@pytest.mark.parametrize("example", STUDY_FILES, ids=[p.stem.split("-")[0] for p in STUDY_FILES])
 def test_every_planned_run_on_every_site_can_start(example: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    data = yaml.safe_load(example.read_text())
-    everywhere = targets()
-    for experiment in data["experiments"]:
-        experiment["sites"] = everywhere
-    data.pop("variants", None)
+    data = on_every_site(example)
+    everywhere = every_site_targets()
     sweep = tmp_path / example.name
     sweep.write_text(yaml.safe_dump(data, sort_keys=False))
     proc = run_orch("plan", str(sweep), "--dry-run", "--show", "--json", cwd=tmp_path, env=ENV, timeout=900)
