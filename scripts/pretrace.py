@@ -6,12 +6,11 @@
 Plans every example (examples/*.yaml, each variant too), every study file with each experiment
 moved onto every built-in site and system (what a user adapting an example to their site plans), and
 the device check's sweeps (benchmarks/device_check.py: its GPU sweep on gpu-box's systems, so a lent
-GPU's minutes are not spent tracing, and its --tiny one), with
-every site's account and environment set to a placeholder (orchestrator/sites/placeholders.py), so
-that no run is refused before its memory is predicted, and runs ``orch predict`` for each preset
-below; all on an empty prediction cache with the shipped table switched off, so that every shape is
-traced afresh. The cache then holds each
-prediction and each leaf it was put together from; the table is those entries.
+GPU's minutes are not spent tracing, and its --tiny one), with every site's account and environment
+set to a placeholder (orchestrator/sites/placeholders.py), so that no run is refused before its
+memory is predicted, and runs ``orch predict`` for each preset below; all on an empty prediction
+cache with the shipped table switched off, so that every shape is traced afresh. The cache then
+holds each prediction and each leaf it was put together from; the table is those entries.
 
 Rebuild after any change to the traced code (orchestrator/predict/memory.py's ``_PREDICTOR_CODE``
 and ``_WORKLOAD_CODE``) or to torch's version: the table's keys hash both, so a stale table serves

@@ -5,7 +5,11 @@ Parallel runs keep two promises:
 
 - a test marked ``measures`` (it asserts on a time or a rate it measured) runs alone: every
   other test holds the machine shared while it runs, a measuring test holds it exclusively
-  (``MachineShare``), so no two timed things ever share the cores;
+  (``MachineShare``), so no two timed things ever share the cores. The other tests' local runs
+  are timed too, but nothing asserts on their times: under pytest-xdist each worker's runs queue
+  on a core ledger of that worker's own (``ORCH_LOCAL_CORES_DIR``, unless a test names one), so
+  the workers' runs overlap instead of each waiting for the whole machine (a local run holds every
+  core by default, and mostly uses one: torch's start-up is one thread);
 - tests that share one stateful service or one expensive set-up run on one worker, one after
   another (``test_group``: the sandbox Slurm cluster, which some tests reconfigure as a site
   twin; a module-scoped fixture).
@@ -107,10 +111,24 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+# This xdist worker's core ledger (the module docstring); None in a one-process run, whose local
+# runs queue on the machine-wide one as a user's do.
+_worker_ledger: Path | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _ledger_of_this_worker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
+    global _worker_ledger
+    if _worker(request.config) is not None:
+        _worker_ledger = tmp_path_factory.getbasetemp() / "local-cores"
+
+
 def run_orch(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600,
              check: bool = False) -> subprocess.CompletedProcess[str]:
     """``orch ARGS`` in a real process, as a user would run it."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
+    if _worker_ledger is not None:
+        full_env["ORCH_LOCAL_CORES_DIR"] = str(_worker_ledger)
     full_env.update({"COLUMNS": "200", **(env or {})})
     # A process of its own, forked from an interpreter that has imported orch's libraries
     # (tests/warm_orch.py: 0.1-0.4 s of CPU less per command).
