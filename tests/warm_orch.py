@@ -67,13 +67,18 @@ def read_at_start(env: dict[str, str]) -> dict[str, str]:
 
 # --- the server (this file run as a script) --------------------------------------------------
 
-def _serve(path: str, parent: int) -> None:
-    sys.path[0] = os.getcwd()  # not tests/, whose packages (workloads, sites) would shadow orch's
+def import_warm_modules() -> None:
+    """What the server imports before it forks (tests/unit/test_warm_orch.py checks what it loads)."""
     for name in WARM_MODULES:
         try:
             __import__(name)
         except Exception:  # an optional one (psycopg) missing: the child imports what it needs
             pass
+
+
+def _serve(path: str, parent: int) -> None:
+    sys.path[0] = os.getcwd()  # not tests/, whose packages (workloads, sites) would shadow orch's
+    import_warm_modules()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the handlers are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)

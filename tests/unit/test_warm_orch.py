@@ -72,8 +72,7 @@ def test_start_up_variables_and_timeouts(tmp_path: Path, env: dict[str, str]) ->
 def test_the_server_loads_no_thread_runtime_so_thread_counts_stay_the_commands() -> None:
     """Thread-count variables (OMP_NUM_THREADS ...) do not send a command cold: that holds only
     while the server imports nothing that reads them when loaded (a BLAS, OpenMP, torch)."""
-    probe = ("import sys\nfrom tests.warm_orch import WARM_MODULES\n"
-             "for name in WARM_MODULES:\n    try:\n        __import__(name)\n    except ImportError:\n        pass\n"
+    probe = ("import sys\nfrom tests.warm_orch import import_warm_modules\nimport_warm_modules()\n"
              "loaded = {m.split('.')[0] for m in sys.modules}\n"
              "print(sorted(loaded & {'numpy', 'torch', 'scipy', 'matplotlib', 'threadpoolctl'}))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=Path(warm_orch.__file__).parents[1],

@@ -24,17 +24,16 @@ from types import ModuleType
 import pytest
 import yaml
 
+from orchestrator.sites.placeholders import placeholder_env
 from orchestrator.sites.vendors.base import runners
 from scripts.pretrace import STUDY_FILES, every_site_targets, on_every_site
 from tests.conftest import run_orch
 from workloads import registry
 from workloads.harness.cli import parse_args
 
-# Every site's account and QoS, so that no run is skipped for want of one.
-ENV = {"ORCH_ACCOUNT": "proj", "ORCH_QOS": "qos", "ORCH_POLARIS_PROJECT": "proj",
-       "ORCH_AI_TESTBED_PROJECT": "proj", "OMP_NUM_THREADS": "1",
-       # The environments a user must name where no public page documents one (profiles' python_env).
-       "ORCH_COSMA8_VENV": "/cosma/home/dp000/user/venv", "ORCH_JADE2_VENV": "/jmain02/home/user/venv"}
+# Every account and environment a built-in profile reads (the placeholders scripts/pretrace.py
+# plans with), so that no run is skipped for want of one.
+ENV = placeholder_env()
 VENDOR_HELPERS = {"orchestrator.sites.vendors.capture", "orchestrator.sites.vendors.params"}
 
 
