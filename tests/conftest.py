@@ -30,7 +30,13 @@ from pathlib import Path
 
 import pytest
 
-from tests import warm_orch
+from tests import warm_torch
+
+# Before warm_orch keeps the environment its commands are compared with: the shim that forks the
+# tests' workload processes from a torch already imported is on every test process's PYTHONPATH.
+warm_torch.install()
+
+from tests import warm_orch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,6 +120,13 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # This xdist worker's core ledger (the module docstring); None in a one-process run, whose local
 # runs queue on the machine-wide one as a user's do.
 _worker_ledger: Path | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_torch() -> None:
+    """This process's torch server (tests/warm_torch.py), started in the background: the workload
+    processes of its first tests start cold while it imports torch."""
+    warm_torch.start()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -242,8 +255,8 @@ class _TestCpu:
             usage = resource.getrusage(who)
             return usage.ru_utime + usage.ru_stime
 
-        def children() -> float:  # the commands run warm are not this process's children
-            return cpu(resource.RUSAGE_CHILDREN) + warm_orch.cpu_seconds
+        def children() -> float:  # the commands and workloads run warm are not this process's children
+            return cpu(resource.RUSAGE_CHILDREN) + warm_orch.cpu_seconds + warm_torch.cpu_seconds()
 
         began = time.time()  # when, and on which worker: the suite's timeline (who waited on whom)
         wall, own, before = time.perf_counter(), cpu(resource.RUSAGE_SELF), children()
