@@ -213,10 +213,13 @@ class _Server:
             os.dup2(fd, target)
         for fd in fds:
             os.close(fd)
-        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+        # The stand-in's dispositions: ignored where it inherited them ignored, else an
+        # interpreter's own (SIGINT raises KeyboardInterrupt).
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
                        signal.SIGUSR2, signal.SIGALRM):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+            default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+            signal.signal(signum, signal.SIG_IGN if signum in request["ignored"] else default)
         os.chdir(request["cwd"])
         os.umask(request["umask"])
         for name, limits in request["rlimits"].items():

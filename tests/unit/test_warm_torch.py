@@ -120,6 +120,21 @@ def test_the_stand_in_passes_signals_on_and_ends_as_the_child_did(workdir: Path,
     assert ended["warm"] == ended["cold"] == (-signum, signum == signal.SIGINT)
 
 
+def test_a_signal_the_stand_in_inherited_ignored_stays_ignored(workdir: Path) -> None:
+    """nohup's SIGHUP, say: ignored by the stand-in and its child, as by a cold interpreter."""
+    for how, env in (("warm", dict(os.environ)), ("cold", {**os.environ, warm_torch.COLD_ENV: "1"})):
+        proc = start(workdir, "sleep", env=env, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+        assert proc.stdout is not None
+        child = int(proc.stdout.readline())
+        assert (child != proc.pid) == (how == "warm")
+        proc.send_signal(signal.SIGHUP)
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(2)
+        proc.terminate()
+        assert proc.wait(60) == -signal.SIGTERM, how
+        assert gone(child, 30)
+
+
 def test_kill_9_of_the_stand_in_ends_the_child(workdir: Path) -> None:
     proc = start(workdir, "sleep", env=dict(os.environ))
     assert proc.stdout is not None

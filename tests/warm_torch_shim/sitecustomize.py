@@ -70,20 +70,25 @@ def _forward() -> None:
                                  "RLIMIT_STACK", "RLIMIT_CORE", "RLIMIT_NPROC", "RLIMIT_MEMLOCK")},
         "stdout": _stream(sys.stdout), "stderr": _stream(sys.stderr), "stdin": _stream(sys.stdin),
     }
+    # What this interpreter inherited: a signal ignored here (nohup's SIGHUP, an xdist worker's
+    # SIGINT) stays ignored, here and in the child. The others wait, blocked, until the child's
+    # pid is known: one that came before would end this process and leave the child running.
+    signals = [getattr(signal, name) for name in SIGNALS]
+    ignored = [int(signum) for signum in signals if signal.getsignal(signum) == signal.SIG_IGN]
+    request["ignored"] = ignored
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         conn.connect(str(path))
         socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
         reply = json.loads(conn.recv(4096) or b"{}")
     except (OSError, ValueError) as exc:
-        if os.environ.get("WARM_TORCH_WHY"):
-            print(f"warm_torch: {module} starts cold: {exc!r}", file=sys.stderr)
-        conn.close()
-        return
+        reply = {"cold": repr(exc)}
     if "pid" not in reply:  # the server says cold (reply["cold"]: why), or could not answer
         if os.environ.get("WARM_TORCH_WHY"):
             print(f"warm_torch: {module} starts cold: {reply.get('cold', 'no answer')}", file=sys.stderr)
         conn.close()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return
 
     child = int(reply["pid"])
@@ -94,8 +99,10 @@ def _forward() -> None:
         except ProcessLookupError:
             pass
 
-    for name in SIGNALS:
-        signal.signal(getattr(signal, name), pass_on)
+    for signum in signals:
+        if signum not in ignored:
+            signal.signal(signum, pass_on)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     ended = b""
     while not ended:
         try:
