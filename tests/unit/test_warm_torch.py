@@ -108,7 +108,9 @@ def gone(pid: int, within: float) -> bool:
 def test_the_stand_in_passes_signals_on_and_ends_as_the_child_did(workdir: Path, signum: int) -> None:
     ended = {}
     for how, env in (("warm", dict(os.environ)), ("cold", {**os.environ, warm_torch.COLD_ENV: "1"})):
-        proc = start(workdir, "sleep", env=env)
+        # As from a terminal: a suite started in the background (`./scripts/test.sh &`) inherits
+        # SIGINT ignored, and an interpreter keeps an inherited ignore (the next test).
+        proc = start(workdir, "sleep", env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert proc.stdout is not None
         child = int(proc.stdout.readline())
         assert (child != proc.pid) == (how == "warm")
