@@ -23,15 +23,18 @@ from typing import Any
 
 import pytest
 
+from tests import warm_torch
 from tests.workloads.workload_helpers import REPO, _env, load_valid
 from workloads.serving import figures, launch, loadgen, spec
 
 QUICK = ["--model", "tiny", "--input-len", "16", "--output-len", "6", "--warmup", "1"]
 
 
-def _serve(tmp_path: Path, args: list[str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def _serve(tmp_path: Path, args: list[str], timeout: float = 180,
+           extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "workloads.llm_serving", *args, "--output", str(tmp_path / "metrics.json")]
-    return subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=REPO, env={**_env(), **(extra_env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def _records(tmp_path: Path) -> list[dict[str, Any]]:
@@ -194,7 +197,10 @@ def test_builtin_server_reports_a_taken_port_itself() -> None:
 
 def test_health_check_never_passes(tmp_path: Path) -> None:
     # The real server needs over a second to import torch and build the model: 0.3 s is too short.
-    proc = _serve(tmp_path, [*QUICK, "--rate", "5", "--num-requests", "2", "--health-timeout-s", "0.3"])
+    # So it starts cold: forked from the tests' warm torch (tests/warm_torch.py) it was healthy
+    # within 0.3 s once, on a busy machine.
+    proc = _serve(tmp_path, [*QUICK, "--rate", "5", "--num-requests", "2", "--health-timeout-s", "0.3"],
+                  extra_env={warm_torch.COLD_ENV: "1"})
     assert proc.returncode == launch.EXIT_CODES["server_unhealthy"] == 3, proc.stderr[-2000:]
     failure = _failure(tmp_path)
     assert failure["failure_class"] == "server_unhealthy" and "within 0.3 s" in failure["reason"]
