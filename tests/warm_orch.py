@@ -77,27 +77,18 @@ def import_warm_modules() -> None:
 
 
 def _serve(path: str, parent: int) -> None:
+    from fork_server import accept_forked  # this folder, still sys.path[0]
+
     sys.path[0] = os.getcwd()  # not tests/, whose packages (workloads, sites) would shadow orch's
     import_warm_modules()
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the handlers are reaped by the kernel
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path)
-    listener.listen(64)
-    listener.settimeout(1.0)
-    print("ready", flush=True)
+    server = os.getpid()
     try:
-        while os.getppid() == parent:  # the pytest process that started it is gone: so is the server
-            try:
-                conn, _ = listener.accept()
-            except socket.timeout:
-                continue
-            if os.fork() == 0:
-                listener.close()
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                _handle(conn)  # never returns
-            conn.close()
+        conn = accept_forked(path, parent)
+        if conn is not None:
+            _handle(conn)  # never returns
     finally:
-        _remove(path)
+        if os.getpid() == server:
+            _remove(path)
 
 
 def _remove(path: str) -> None:

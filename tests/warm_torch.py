@@ -88,29 +88,16 @@ class _Server:
 
     def serve(self, parent: int) -> dict[str, Any] | None:
         """Accept until the pytest process is gone; in a forked workload child, return its request."""
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the handlers are reaped by the kernel
         # What is imported stays: out of the children's collections, whose walks over it would
         # copy every page it lies on (0.4 s of CPU per child).
         import gc
 
+        from fork_server import accept_forked  # imported by _main while tests/ was sys.path[0]
+
         gc.freeze()
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        listener.bind(self.path)
-        listener.listen(64)
-        listener.settimeout(1.0)
-        print("ready", flush=True)
         try:
-            while os.getppid() == parent:
-                try:
-                    conn, _ = listener.accept()
-                except socket.timeout:
-                    continue
-                if os.fork() == 0:
-                    listener.close()
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    return self._handle(conn)  # returns only in the workload child
-                conn.close()
-            return None
+            conn = accept_forked(self.path, parent)
+            return None if conn is None else self._handle(conn)  # returns only in the workload child
         finally:
             if os.getpid() == self.pid:
                 _remove(self.path)
@@ -265,6 +252,8 @@ def _remove(path: str) -> None:
 
 
 def _main(path: str, parent: int) -> None:
+    import fork_server  # noqa: F401  (this folder: imported before it leaves sys.path)
+
     sys.path[0] = os.getcwd()  # not tests/, whose packages would shadow the workloads'
     request = _Server(path).serve(parent)
     if request is None:
