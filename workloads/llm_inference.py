@@ -108,7 +108,7 @@ def _builtin(session: Session) -> dict[str, Any]:
     for _ in range(args.iters):
         session.barrier()
         clock = session.clock()
-        clock.start()
+        clock.start(s_out)  # a lap for the prefill, then one per decoded token after the first
         serve(clock)
         laps = session.slowest_steps(clock.times())  # a step ends when its slowest rank does
         prefill_times.append(laps[0])

@@ -7,10 +7,12 @@ import math
 import statistics
 
 import pytest
+import torch
 
 from tests.workloads.workload_helpers import median_rate, total_rate
 from workloads import flops, shapes
 from workloads.harness import timing
+from workloads.harness.device import Device
 from workloads.models.configs import SIZES, num_params
 
 # --- the arithmetic (workloads/harness/timing.py) ---------------------------------------------
@@ -99,3 +101,81 @@ def test_extra_steps_reach_the_minimum_time_within_the_cap() -> None:
     assert timing.extra_steps(100, 1.5, 1.0) == 0  # already long enough
     assert timing.extra_steps(100, 0.0, 1.0) == timing.MAX_TIMED_STEPS - 100  # no time measured: the cap
     assert timing.extra_steps(0, 0.0, 1.0) == 0
+
+
+# --- device events (StepClock): what the host does inside the timed region ---------------------
+# CUDA does not run on this machine: a recording stand-in for torch.cuda's Event and stream API
+# counts what the clock asks of it. The GPU figures are in benchmarks/RESULTS.md (the H200's
+# harness overhead, 2026-11-28).
+
+class _Events:
+    """torch.cuda's Event and current_stream, recording each event's last record time."""
+
+    def __init__(self) -> None:
+        self.made = 0
+        self.now = 0.0
+
+    def current_stream(self) -> str:
+        return "stream"
+
+    def synchronize(self) -> None:
+        pass
+
+    def Event(self, enable_timing: bool) -> _Events._Event:  # noqa: N802  (torch's name)
+        assert enable_timing
+        self.made += 1
+        return _Events._Event(self)
+
+    class _Event:
+        def __init__(self, owner: _Events) -> None:
+            self.owner, self.at = owner, -1.0
+
+        def record(self, stream: object = None) -> None:
+            assert stream == "stream"  # on the stream the steps run on
+            self.at = self.owner.now
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, end: _Events._Event) -> float:
+            return (end.at - self.at) * 1000.0  # milliseconds, as torch's
+
+
+class _EventDevice(Device):
+    """A device with timing events, torch.cuda's API answered by ``events``."""
+
+    events: _Events
+
+    @property
+    def module(self) -> _Events:
+        return self.events
+
+
+def _event_device() -> _EventDevice:
+    device = _EventDevice("cuda", torch.device("cpu"), "stand-in", 1)
+    device.events = _Events()
+    return device
+
+
+def test_a_clock_told_its_laps_makes_no_device_event_inside_the_timed_region() -> None:
+    device = _event_device()
+    clock = timing.StepClock(device)
+    clock.start(laps=3)
+    made_before = device.events.made
+    for step_s in (0.5, 0.25, 1.0):
+        device.events.now += step_s
+        clock.lap()
+    assert device.events.made == made_before == 4  # one for the start, one per lap, all before it
+    assert clock.times() == [0.5, 0.25, 1.0]
+
+
+def test_a_clock_that_runs_past_its_laps_or_was_told_none_still_times_every_step() -> None:
+    for told in (0, 2):
+        device = _event_device()
+        clock = timing.StepClock(device)
+        clock.start(laps=told)
+        for step_s in (0.5, 0.25, 1.0, 2.0):
+            device.events.now += step_s
+            clock.lap()
+        assert clock.times() == [0.5, 0.25, 1.0, 2.0]
+        assert device.events.made == 5
