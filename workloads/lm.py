@@ -123,7 +123,7 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         for _ in range(warmup):
             loss = step(it)
         clock = session.clock()
-        clock.start(args.iters)
+        clock.start()
         for _ in range(args.iters):
             loss = step(it)
             clock.lap()
@@ -142,7 +142,7 @@ def run(session: Session, cfg: GPTConfig, source: Synthetic | Windows, prepare: 
         for epoch in range(args.epochs):
             it = source.epoch(epoch, b, s, dp_rank, dp)
             clock = session.clock()
-            clock.start(steps_per_epoch)  # synchronises: the epoch starts with an idle device
+            clock.start()  # synchronises: the epoch starts with an idle device
             began = time.perf_counter()
             for _ in range(steps_per_epoch):
                 loss = step(it)

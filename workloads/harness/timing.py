@@ -106,6 +106,8 @@ class StepClock:
     made in the loop, an event cost the host more than a short kernel takes, so the device waited
     on the host and the steps read long. A 1024^3 bf16 GEMM on the H200 read 20 us a step so
     against 10 us in a bare loop (benchmarks/bench_harness_overhead.py, 2026-11-28).
+    ``time_steps`` and the inference decoder tell; gpt2's loop (workloads/lm.py) does not: its
+    steps take milliseconds, against the microseconds an event costs to make.
     """
 
     def __init__(self, device: Device, meter: Meter | None = None) -> None:
