@@ -12,7 +12,7 @@ of ``/proc/<pid>/stat``; elsewhere: that the pid exists).
 
 Where login-node processes are reaped (some centres kill long-running processes on login
 nodes), the scheduler-side alternative is one poll per cron tick: ``orch status`` polls once and
-returns; README's "Your first campaign on a real cluster" gives a ``scrontab`` line.
+returns; docs/guide.md, "Your first campaign on a real cluster", gives a ``scrontab`` line.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The database as a user meets it: the README's PostgreSQL URL on a fresh install, both psycopg
+"""The database as a user meets it: the user guide's PostgreSQL URL (docs/guide.md) on a fresh install, both psycopg
 drivers, `orch sql` read-only unless --write, `results` rebuilt from the tables, and database
 mistakes (unknown dialect, unmakeable path, read-only file) as one line and exit 2."""
 
@@ -34,13 +34,13 @@ def pg_url(pg_admin_url: str):
 
 
 def _readme_form(url: str) -> str:
-    """postgresql://user@host:port/db, no driver named (what the README shows)."""
+    """postgresql://user@host:port/db, no driver named (what docs/guide.md shows)."""
     parsed = sa.engine.make_url(url)
     return f"postgresql://{parsed.username}@{parsed.host}:{parsed.port}/{parsed.database}"
 
 
 def test_readme_postgresql_url_runs_plan_to_results(workdir: Path, pg_url: str) -> None:
-    """`--db postgresql://user@host:5432/db` as written in the README: SQLAlchemy picks psycopg 3,
+    """`--db postgresql://user@host:5432/db` as written in docs/guide.md: SQLAlchemy picks psycopg 3,
     orch's own dependency; plan, run and the results view work through it."""
     url = _readme_form(pg_url)
     sweep = write(workdir / "one.yaml", SWEEP)

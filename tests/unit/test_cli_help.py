@@ -1,4 +1,4 @@
-"""Every command says what it does, and every command the README names exists.
+"""Every command says what it does, and every command the README and docs/ name exists.
 
 The typer app is walked through its click objects (``typer.main.get_command``), in process:
 no ``orch --help`` subprocess per command.
@@ -111,9 +111,15 @@ def named_commands(text: str, takes_value: set[str]) -> Iterator[tuple[str, ...]
             yield (words[0], words[1]) if len(words) > 1 and WORD.match(words[1]) else (words[0],)
 
 
+def documented_pages() -> list[Path]:
+    """The README and every page of docs/ (the user guide moved there from the README)."""
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
 def readme_commands() -> set[tuple[str, ...]]:
     takes_value = global_options_with_values(root())
-    return {named for text in code_of((REPO / "README.md").read_text()) for named in named_commands(text, takes_value)}
+    return {named for page in documented_pages() for text in code_of(page.read_text())
+            for named in named_commands(text, takes_value)}
 
 
 def test_the_readme_parser_finds_the_commands() -> None:
@@ -148,7 +154,7 @@ def test_a_misspelt_command_is_caught(named: set[tuple[str, ...]]) -> None:
 
 def test_every_command_the_readme_names_exists() -> None:
     bad = unknown_commands(readme_commands())
-    assert not bad, "README.md names commands the app does not have:\n" + "\n".join(bad)
+    assert not bad, "README.md or docs/ name commands the app does not have:\n" + "\n".join(bad)
 
 
 def test_prose_paragraphs_are_joined_even_where_a_line_begins_with_an_option() -> None:

@@ -22,7 +22,7 @@ from workloads import layouts
 TINY = ["--model", "tiny", "--batch-size", "2", "--seq-len", "32", "--warmup", "0", "--iters", "2",
         "--vocab-size", "256"]
 # How far the formula (memory.gpt_training) may be from a measured peak where tracing cannot go: its
-# activation terms are Korthikanti et al.'s, not the program's (README, "Predicted memory").
+# activation terms are Korthikanti et al.'s, not the program's (docs/guide.md, "Predicted memory").
 FORMULA_WITHIN = 0.25
 # Larger activations than weights, so that checkpointing shows in the peak.
 ACTIVATIONS = ["--model", "tiny", "--batch-size", "4", "--seq-len", "128", "--warmup", "0", "--iters", "2",
