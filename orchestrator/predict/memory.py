@@ -312,7 +312,7 @@ def traced_inputs(workload: str, p: dict[str, Any]) -> Inputs | None:
 # tensors; for DeepSpeed, its traced forward/backward plus its documented sharded states and buffers
 # (``traces.deepspeed_bytes``); or the formula (``gpt_training`` and the other workloads' own),
 # where tracing cannot go (pipeline stages, FSDP over a tensor-parallel mesh, no torch,
-# ``ORCH_MEMORY_TRACE=0``). The formula is the least exact (see docs/guide.md, "Predicted memory").
+# ``ORCH_MEMORY_TRACE=0``). The formula is the least exact (see README, "Predicted memory").
 FROM_TRACE, FROM_TRACE_AND_MODEL, FROM_FORMULA = "trace", "trace+model", "formula"
 
 
