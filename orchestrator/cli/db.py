@@ -10,6 +10,7 @@ from orchestrator.errors import UserError
 
 db_app = typer.Typer(no_args_is_help=True, help="The results database.")
 
+
 @db_app.command("upgrade")
 def db_upgrade(ctx: typer.Context) -> None:
     """Apply the database migrations (safe to repeat)."""

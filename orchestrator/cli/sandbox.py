@@ -1,4 +1,4 @@
-"""`orch sandbox up|down|status`: the Slurm cluster on this machine (orchestrator/sites/sandbox.py)."""
+"""`orch sandbox up|down|status`: the Slurm cluster on this machine (orchestrator/sites/sandbox/)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from orchestrator.cli.common import JsonOpt, orch_context
 from orchestrator.cli.output import console, print_json, print_table
 
 sandbox_app = typer.Typer(no_args_is_help=True, help="A real Slurm cluster on this machine (needs root).")
+
 
 @sandbox_app.command("up")
 def sandbox_up(

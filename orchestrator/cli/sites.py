@@ -19,6 +19,7 @@ from orchestrator.escape import printable
 
 sites_app = typer.Typer(no_args_is_help=True, help="Site profiles: list, show, check against a twin.")
 
+
 @sites_app.command("list")
 def sites_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Every site profile on the search path."""

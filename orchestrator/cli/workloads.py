@@ -12,6 +12,7 @@ from orchestrator.errors import UserError
 
 workloads_app = typer.Typer(no_args_is_help=True, help="Benchmark programs: list and show.")
 
+
 @workloads_app.command("list")
 def workloads_list(as_json: JsonOpt = False) -> None:
     """Every workload orch can run."""
