@@ -63,8 +63,9 @@ def plans(tree: Path, work: Path, memory: Path) -> dict[str, tuple[str, str]]:
             proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=work, env=env,
                                   capture_output=True, text=True)
             stderr = "".join(line for line in proc.stderr.splitlines(keepends=True)
-                             if not any(n in line for n in NOISE))
-            # Both name this interpreter (local runs) and their own checkout (PYTHONPATH): the same text.
+                             if not any(n in line for n in NOISE)).replace(str(tree), "<tree>")
+            # Both name this interpreter (local runs) and their own checkout (PYTHONPATH): the same text
+            # (the plan's lints on stderr name the site files of the checkout too).
             text = proc.stdout.replace(sys.executable, "<python>").replace(str(tree), "<tree>")
             out[name] = (text, f"exit {proc.returncode}\n{stderr}")
             print(f"  {tree.name}: {name} (exit {proc.returncode})", file=sys.stderr)

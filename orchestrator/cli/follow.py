@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from orchestrator import paths
-from orchestrator.cli.common import JsonOpt, orch_context
+from orchestrator.cli.common import MAX_INTERVAL_S, JsonOpt, SiteOpt, SweepOpt, orch_context
 from orchestrator.cli.output import console, print_json
 from orchestrator.errors import UserError
-
-# time.sleep() refuses what does not fit a C timeout (OverflowError); a day between polls is
-# already no follower.
-MAX_INTERVAL_S = 86_400
 
 follow_app = typer.Typer(no_args_is_help=True, help=(
     "Follow a campaign in the background, past logout: [bold]orch follow start[/bold] runs `orch status "
@@ -36,8 +32,8 @@ def _describe(follower: Any, alive: bool) -> dict[str, Any]:
 @follow_app.command("start")
 def follow_start(
     ctx: typer.Context,
-    sweep: Annotated[Optional[str], typer.Option("--sweep", help="Only this sweep.")] = None,
-    site: Annotated[Optional[str], typer.Option("--site", help="Only this site.")] = None,
+    sweep: SweepOpt = None,
+    site: SiteOpt = None,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between polls (each asks every "
                                             "site's scheduler once: be kind to a shared controller).")] = 60.0,
     as_json: JsonOpt = False,

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from orchestrator.cli.common import JsonOpt, orch_context
+from orchestrator.cli.common import JsonOpt, SiteOpt, SweepOpt, orch_context
 from orchestrator.cli.output import console, print_json, print_table
 
 
@@ -136,8 +136,8 @@ def _print_table(result: Any, top: int, show_breakdown: bool) -> None:
 
 def calibrate(
     ctx: typer.Context,
-    sweep: Annotated[Optional[str], typer.Option("--sweep", help="Only the runs of this sweep.")] = None,
-    site: Annotated[Optional[str], typer.Option("--site", help="Only the runs of this site (or site:system).")] = None,
+    sweep: SweepOpt = None,
+    site: SiteOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Fit and print; store nothing.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -150,6 +150,7 @@ def calibrate(
     and op overheads, memory, network), each pulled towards its default; a single run is refused.
     Prints the mean step-time error (|predicted - measured| / measured) of the runs before and
     after the fit, and the leave-one-out error (each run predicted by a fit on the others).
+    [bold]--site[/bold] takes a site or site:system.
     """
     from orchestrator.predict.calibrate import COLUMNS
     from orchestrator.predict.calibrate import calibrate as run_calibrate

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchestrator.cli.common import JsonOpt, orch_context
+from orchestrator.cli.common import JsonOpt, SweepOpt, orch_context
 from orchestrator.cli.output import console, print_json, print_rows
 from orchestrator.errors import UserError
 
@@ -67,26 +67,22 @@ def references_from_sweep(
 @references_app.command("list")
 def references_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """The stored reference figures."""
-    from sqlalchemy import text
+    from orchestrator.results.queries import REFERENCE_COLUMNS, reference_rows
 
-    columns = ["id", "name", "workload", "site", "system", "precision", "devices", "params", "metric", "value",
-               "tolerance", "source"]
-    with orch_context(ctx).sessions() as session:
-        rows = [list(r) for r in session.execute(text(
-            f"SELECT {', '.join(columns)} FROM reference_figures ORDER BY workload, metric, id"))]
-    print_rows(columns, rows, "json" if as_json else "table")
+    rows = [[row[column] for column in REFERENCE_COLUMNS] for row in reference_rows(orch_context(ctx).sessions)]
+    print_rows(REFERENCE_COLUMNS, rows, "json" if as_json else "table")
 
 
 @references_app.command("check")
 def references_check(
     ctx: typer.Context,
-    sweep: Annotated[Optional[str], typer.Option(help="Only results of this sweep.")] = None,
+    sweep: SweepOpt = None,
     fail: Annotated[bool, typer.Option("--fail", help="Exit 1 when any result is below its reference "
                                        "(for CI jobs).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Every completed result that has a reference: measured, reference, ratio and verdict
-    (below / within / above). The same rows as `SELECT * FROM reference_check`."""
+    (below / within / above). The same rows as the reference_check view."""
     from orchestrator.results import references
 
     with orch_context(ctx).sessions() as session:
