@@ -61,10 +61,6 @@ class PlannedRun:
         return RunState.SKIPPED if self.resolved.skipped else RunState.PLANNED
 
 
-def run_dir_for(runs_root: Path, spec: RunSpec) -> Path:
-    return runs_root / spec.sweep / spec.id
-
-
 def plan_sweep(loaded: LoadedSweep, runs_root: Path, env: Mapping[str, str] | None = None,
                sites_dirs: list[Path] | None = None, python: str | None = None) -> list[PlannedRun]:
     """Every run of the sweep, resolved and rendered (or skipped with a reason)."""
