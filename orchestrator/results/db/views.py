@@ -7,8 +7,6 @@ migration of its own.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sqlalchemy import Connection, inspect
 
 from orchestrator.paths import db_views_dir
