@@ -100,9 +100,9 @@ def main() -> None:
         if before != after:
             differ.append(name)
             which = "stdout" if before[0] != after[0] else "stderr"
-            first = next((a, b) for a, b in zip((before[0] if which == "stdout" else before[1]).splitlines() + [""],
+            first = next(((a, b) for a, b in zip((before[0] if which == "stdout" else before[1]).splitlines() + [""],
                                                 (after[0] if which == "stdout" else after[1]).splitlines() + [""])
-                         if a != b)
+                         if a != b), ("(the same lines)", "(the same lines)"))
             print(f"DIFFERENT: {name} ({which}; first differing line, old then new:)\n  {first[0][:300]}\n"
                   f"  {first[1][:300]}")
     print(f"{len(old)} plans of {base[:10]} against {len(new)} of {args.new or 'the working tree'}: "
