@@ -76,8 +76,8 @@ experiments:
       k: [1024, 4096, 8192, 16384]
       repeats: 3
 """
-# 4 sites x 4 device counts x 2 precisions x 2 strategies x 4 batch sizes x 2 accumulations = 1,024
-# GenSLM runs: a campaign's size (issue 46).
+# 4 sites x 4 device counts x 2 precisions x 2 strategies x 4 batch sizes x 2 sequence lengths x
+# 2 accumulations = 1,024 GenSLM runs: a campaign's size (issue 46).
 SWEEP_1000 = """\
 name: bench-plan-1000
 experiments:
@@ -90,6 +90,7 @@ experiments:
       precision: [bf16, fp16]
       strategy: [ddp, fsdp-full]
       batch_size: [1, 2, 4, 8]
+      seq_len: [512, 1024]
       grad_accum: [1, 2]
 """
 ENV = {"ORCH_ACCOUNT": "proj1", "ORCH_QOS": "normal"}
