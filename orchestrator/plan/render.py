@@ -77,6 +77,7 @@ def shell_line(command: str) -> ShellSafe:
     return ShellSafe(shlex.join(words))
 
 
+@functools.lru_cache(maxsize=256)  # the same for every run of a site
 def python_env_lines(activation: PythonActivation | None) -> tuple[ShellSafe, ...]:
     """The lines that give the program its Python: the module lines (re-quoted word by word),
     then ``source <venv>/bin/activate``, or conda's shell hook and ``conda activate <env>``.
@@ -112,7 +113,7 @@ def environment(template_dirs: list[Path] | None = None) -> jinja2.Environment:
     loader = jinja2.FileSystemLoader([str(p) for p in (template_dirs or [])] + [str(paths.templates_dir())])
     env = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, finalize=_finalize,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                             autoescape=False)
+                             autoescape=False, auto_reload=False)  # a plan's templates do not change under it
     env.filters["q"] = shell_quote
     env.filters["directive"] = directive
     env.filters["hms"] = format_hms
