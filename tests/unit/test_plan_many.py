@@ -20,7 +20,7 @@ from orchestrator.plan.record import PlannedRun, plan_sweep, spec_json
 from orchestrator.plan.render import RenderError, RunFiles, ScriptRenderer, environment, render_script
 from orchestrator.plan.resolve import Resolved, SiteResolver, resolve
 from orchestrator.plan.sweep import parse_sweep
-from orchestrator.sites.profiles import load_site
+from orchestrator.sites.profiles import SiteProfile, available_sites, load_site
 from tests.conftest import write
 
 ENV = {"ORCH_ACCOUNT": "proj1", "ORCH_QOS": "normal"}
@@ -32,6 +32,39 @@ def spec(target: str, devices: int, precision: str, repeat: int = 0, params: tup
     return RunSpec(sweep="many", experiment="e", workload=workload, site=site, system=system or None,
                    devices=devices, precision=precision, strategy=strategy, batch_size=None, seq_len=None,
                    repeat=repeat, params=params or (("k", 256), ("m", 512), ("n", 128)), walltime_s=walltime_s)
+
+
+def targets() -> list[str]:
+    out = []
+    for name in available_sites():
+        out.append(name)
+        out += [f"{name}:{system}" for system in load_site(name).systems]
+    return out
+
+
+def runs_on(site: SiteProfile, target: str) -> list[Resolved]:
+    per_node = site.device.per_node
+    resolver = SiteResolver(site, ENV, site.python or "python3")
+    out = []
+    for devices in sorted({1, 2, per_node, 2 * per_node, 4 * per_node}):
+        for precision in site.device.precisions:
+            for repeat in range(2):
+                for walltime_s in (600, 7200):
+                    out.append(resolver.resolve(spec(target, devices, precision, repeat, walltime_s=walltime_s)))
+    return out
+
+
+@pytest.mark.parametrize("target", targets())
+def test_every_site_resolves_and_renders_each_run_as_alone(target: str, tmp_path: Path) -> None:
+    """One resolver and one renderer for many runs (what they share between runs) give what each
+    run resolved and rendered alone gives."""
+    site = load_site(target)
+    renderer = ScriptRenderer()
+    for resolved in runs_on(site, target):
+        assert resolved == resolve(resolved.spec, site, ENV, site.python or "python3")  # one resolver = one call
+        if not resolved.skipped:
+            files = RunFiles(tmp_path / "runs" / resolved.spec.id)
+            assert renderer.render(resolved, files) == render_script(resolved, files, environment())
 
 
 def test_values_that_need_quoting_are_quoted_in_each_run(tmp_path: Path) -> None:
