@@ -63,10 +63,11 @@ def plans(tree: Path, work: Path, memory: Path) -> dict[str, tuple[str, str]]:
             proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=work, env=env,
                                   capture_output=True, text=True)
             stderr = "".join(line for line in proc.stderr.splitlines(keepends=True)
-                             if not any(n in line for n in NOISE)).replace(str(tree), "<tree>")
-            # Both name this interpreter (local runs) and their own checkout (PYTHONPATH): the same text
-            # (the plan's lints on stderr name the site files of the checkout too).
-            text = proc.stdout.replace(sys.executable, "<python>").replace(str(tree), "<tree>")
+                             if not any(n in line for n in NOISE))
+            # Both name this interpreter (local runs) and their own checkout (PYTHONPATH, and the
+            # warnings of stderr: a checkout under /tmp is node-local storage): the same text.
+            text, stderr = (t.replace(sys.executable, "<python>").replace(str(tree), "<tree>")
+                            for t in (proc.stdout, stderr))
             out[name] = (text, f"exit {proc.returncode}\n{stderr}")
             print(f"  {tree.name}: {name} (exit {proc.returncode})", file=sys.stderr)
     return out
@@ -95,9 +96,15 @@ def main() -> None:
         before = old.get(name, ("(missing)", ""))
         for a, b in renames:
             before = (before[0].replace(a, b), before[1].replace(a, b))
-        if before != new.get(name, ("(missing)", "")):
+        after = new.get(name, ("(missing)", ""))
+        if before != after:
             differ.append(name)
-            print(f"DIFFERENT: {name}")
+            which = "stdout" if before[0] != after[0] else "stderr"
+            first = next(((a, b) for a, b in zip((before[0] if which == "stdout" else before[1]).splitlines() + [""],
+                                                (after[0] if which == "stdout" else after[1]).splitlines() + [""])
+                         if a != b), ("(the same lines)", "(the same lines)"))
+            print(f"DIFFERENT: {name} ({which}; first differing line, old then new:)\n  {first[0][:300]}\n"
+                  f"  {first[1][:300]}")
     print(f"{len(old)} plans of {base[:10]} against {len(new)} of {args.new or 'the working tree'}: "
           f"{len(differ)} differ (stdout: runs, ids, predictions, reasons, scripts; and stderr)")
     raise SystemExit(1 if differ else 0)

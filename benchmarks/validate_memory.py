@@ -4,7 +4,7 @@
 
 Reads the memory entries of benchmarks/published/figures.yaml (metric peak_memory_gib,
 device_memory_used_mb, max_memory_allocated_mb, max_memory_allocated_gb or peak_active_gib), predicts each run's
-per-device peak with orch's analytic model (orchestrator/predict/analytic_memory.py: sharded
+per-device peak with orch's analytic model (benchmarks/analytic_memory.py: sharded
 states from states.py, Korthikanti et al.'s activations re-derived for the shape, the logits,
 FSDP's gathered units), adds the device-level
 terms that the published metric includes, splits the entries into a fit half and a held-out
@@ -97,7 +97,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import validation_report  # noqa: E402
-from orchestrator.predict.analytic_memory import Run, Shape, backward_peak, step_terms, terms  # noqa: E402
+from benchmarks.analytic_memory import Run, Shape, backward_peak, step_terms, terms  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "published"
 MEMORY_METRICS = ("peak_memory_gib", "device_memory_used_mb", "max_memory_allocated_mb", "max_memory_allocated_gb",

@@ -1,7 +1,8 @@
 """Build orch's pre-traced memory predictions (orchestrator/predict/pretraced.json).
 
-    .venv/bin/python scripts/pretrace.py            # rebuild the table
-    .venv/bin/python scripts/pretrace.py --check    # exit 1 when the table is stale (builds nothing)
+    .venv/bin/python scripts/pretrace.py            # add the shapes the table lacks (a new example, an option)
+    .venv/bin/python scripts/pretrace.py --full     # trace every shape afresh and rewrite the table
+    .venv/bin/python scripts/pretrace.py --check    # exit 1 when the table is of another torch or version
 
 Plans every example (examples/*.yaml, each variant too), every study file with each experiment
 moved onto every built-in site and system (what a user adapting an example to their site plans), and
@@ -9,12 +10,15 @@ the device check's sweeps (benchmarks/device_check.py: its GPU sweep on gpu-box'
 GPU's minutes are not spent tracing, and its --tiny one), with every site's account and environment
 set to a placeholder (orchestrator/sites/placeholders.py), so that no run is refused before its
 memory is predicted, and runs ``orch predict`` for each preset below; all on an empty prediction
-cache with the shipped table switched off, so that every shape is traced afresh. The cache then
-holds each prediction and each leaf it was put together from; the table is those entries.
+cache. The cache then holds each prediction and each leaf it was put together from that the table
+did not hold (``--full``: the table switched off, so every shape is traced afresh); the table is
+those entries added to (``--full``: in place of) the ones it had.
 
-Rebuild after any change to the traced code (orchestrator/predict/memory.py's ``_PREDICTOR_CODE``
-and ``_WORKLOAD_CODE``) or to torch's version: the table's keys hash both, so a stale table serves
-nothing and tests/unit/test_pretraced.py fails until it is rebuilt. Takes a few minutes on 2 cores.
+The entries are keyed by the traced shape, not by the code (orchestrator/predict/pretraced.py says
+why and what it costs): an edit that does not change what is traced leaves the table valid. Run
+``--full`` after a change that alters the traced bytes (tests/unit/test_pretraced.py's fresh traces
+fail) and bump ``memory.CACHE_VERSION`` with it, or after a change of torch's version. A full
+rebuild takes a few minutes on 2 cores; adding an example's shapes, its own traces.
 """
 
 from __future__ import annotations
@@ -95,13 +99,20 @@ def _orch(args: list[str], env: dict[str, str]) -> None:
         raise SystemExit(f"orch {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
 
 
-def build(out: Path) -> int:
-    """Trace every example's and preset's shapes afresh; write the table to ``out``; the entry count."""
+def build(out: Path, full: bool) -> int:
+    """Trace every example's and preset's shapes the table lacks (``full``: every one, afresh); write
+    the table to ``out``; the count of shapes traced."""
+    kept: dict[str, int] = {}
+    table = pretraced.read()
+    if not full and (table.get("torch"), table.get("version")) == memory.table_stamp():
+        kept = dict(table["entries"])
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "cache"
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
         env.update(placeholder_env())
-        env.update(ORCH_HOME=str(Path(tmp) / "home"), ORCH_MEMORY_CACHE=str(cache), **{pretraced.ENV: "0"})
+        env.update(ORCH_HOME=str(Path(tmp) / "home"), ORCH_MEMORY_CACHE=str(cache))
+        if not kept:
+            env[pretraced.ENV] = "0"
         began = time.perf_counter()
         for sweep, variant in plans(Path(tmp)):
             _orch(["plan", "--dry-run", "--json", str(sweep)] + (["--variant", variant] if variant else []), env)
@@ -111,36 +122,38 @@ def build(out: Path) -> int:
             _orch(["predict", "--model", model, "--devices", str(devices), "--site", site, *extra, "--json"], env)
             print(f"predict {model} on {devices} of {site}: {len(list(cache.glob('*.json')))} entries so far "
                   f"({time.perf_counter() - began:.0f} s)", flush=True)
-        entries = {}
+        traced = {}
         for path in cache.glob("*.json"):
             stored = json.loads(path.read_text())
-            entries[path.stem] = {"bytes": int(stored["bytes"]), "inputs": stored["inputs"]}
-    pretraced.write(entries, memory.code_version(), memory.CACHE_VERSION, out)
-    return len(entries)
+            traced[stored["inputs"]] = int(stored["bytes"])
+    pretraced.write({**kept, **traced}, memory.table_stamp(), out)
+    return len(traced)
 
 
 def stale() -> str | None:
-    """Why the shipped table does not match this checkout's traced code, or None."""
+    """Why the shipped table cannot serve this install (another torch or cache version), or None."""
     table = pretraced.read()
-    if table["code"] != memory.code_version() or table["version"] != memory.CACHE_VERSION:
-        return (f"{pretraced.TABLE.relative_to(REPO)} was traced with code {table['code']} (version "
-                f"{table['version']}); this checkout's is {memory.code_version()} (version "
-                f"{memory.CACHE_VERSION}): run .venv/bin/python scripts/pretrace.py")
+    stamp = (table.get("torch"), table.get("version"))
+    if stamp != memory.table_stamp():
+        return (f"{pretraced.TABLE.relative_to(REPO)} was traced with torch {stamp[0]}, version {stamp[1]}; "
+                f"this install has torch {memory.table_stamp()[0]}, version {memory.CACHE_VERSION}: "
+                "run .venv/bin/python scripts/pretrace.py --full")
     return None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 when the table is stale; build nothing")
+    parser.add_argument("--full", action="store_true", help="trace every shape afresh (default: only the missing)")
     parser.add_argument("--out", type=Path, default=pretraced.TABLE, help="where to write (default: the shipped table)")
     args = parser.parse_args(argv)
     if args.check:
         why = stale()
-        print(why or f"{pretraced.TABLE.relative_to(REPO)} matches this checkout's code")
+        print(why or f"{pretraced.TABLE.relative_to(REPO)} matches this install's torch and cache version")
         return 1 if why else 0
     began = time.perf_counter()
-    count = build(args.out)
-    print(f"wrote {count} entries to {args.out} ({args.out.stat().st_size // 1024} KiB) "
+    count = build(args.out, args.full)
+    print(f"traced {count} shapes; wrote {args.out} ({args.out.stat().st_size // 1024} KiB) "
           f"in {time.perf_counter() - began:.0f} s")
     return 0
 

@@ -10,9 +10,18 @@
 # a rate they measured), one at a time with nothing else of the suite running.
 # Tests that share one stateful thing (the sandbox Slurm cluster, a module-scoped
 # set-up) run on one worker in order: tests/conftest.py's test_group says which.
+#
+# --fast (first argument): the developer's loop, a few minutes (docs/testing.md): the style gate
+# (scripts/lint.sh), then the unit and site tests not marked slow, slurm or measures, in one pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh || exit $?
+if [ "${1:-}" = --fast ]; then
+  shift
+  ./scripts/lint.sh || exit $?
+  exec .venv/bin/python -m pytest -n "${ORCH_TEST_WORKERS:-$(( $(nproc) * 2 ))}" --dist loadgroup \
+    -m "not slow and not slurm and not measures" tests/unit tests/sites "$@"
+fi
 workers=${ORCH_TEST_WORKERS:-$(( $(nproc) * 2 ))}
 parallel=(-n "$workers" --dist loadgroup)
 for arg in "$@"; do

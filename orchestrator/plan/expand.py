@@ -17,8 +17,6 @@ from typing import Any, Iterator
 from orchestrator.plan.sweep import Experiment, RetryPolicy, Sweep
 
 ID_LENGTH = 16
-# json.dumps(..., sort_keys=True, separators=(",", ":")) without building an encoder per call.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,8 @@ class RunSpec:
     @functools.cached_property
     def id(self) -> str:
         # Computed once per spec (a plan asks for it several times per run); the fields are frozen.
-        return hashlib.sha256(_canonical(self).encode()).hexdigest()[:ID_LENGTH]
+        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:ID_LENGTH]
 
     @property
     def param_dict(self) -> dict[str, Any]:
@@ -78,38 +77,6 @@ class RunSpec:
     def axes(self) -> dict[str, Any]:
         """Every axis value by name (first-class and workload parameters), for matching."""
         return {**self.identity(), **self.param_dict}
-
-
-# The canonical JSON of identity(), written out: json.dumps with sort_keys costs ~5 us a run
-# in a plan of tens of thousands. Scalars are written exactly as json writes them; anything
-# else (a list in a parameter, a key that is not text) goes through json itself.
-_JSON_SCALARS: dict[type, Any] = {
-    str: json.encoder.encode_basestring_ascii,  # type: ignore[attr-defined]
-    int: int.__repr__,
-    type(None): lambda _: "null",
-    bool: lambda value: "true" if value else "false",
-}
-
-
-def _json(value: Any) -> str:
-    encode = _JSON_SCALARS.get(type(value))
-    return encode(value) if encode is not None else _CANONICAL.encode(value)
-
-
-def _canonical(spec: RunSpec) -> str:
-    """``json.dumps(spec.identity(), sort_keys=True, separators=(",", ":"))``."""
-    params = spec.params
-    names = [name for name, _ in params]
-    if any(type(name) is not str for name in names) or names != sorted(set(names)):
-        return _CANONICAL.encode(spec.identity())
-    return "".join((
-        '{"batch_size":', _json(spec.batch_size), ',"devices":', _json(spec.devices),
-        ',"experiment":', _json(spec.experiment),
-        ',"params":{', ",".join([_json(name) + ":" + _json(value) for name, value in params]),
-        '},"precision":', _json(spec.precision), ',"repeat":', _json(spec.repeat),
-        ',"seq_len":', _json(spec.seq_len), ',"site":', _json(spec.site), ',"strategy":', _json(spec.strategy),
-        ',"sweep":', _json(spec.sweep), ',"system":', _json(spec.system), ',"workload":', _json(spec.workload),
-        "}"))
 
 
 def _excluded(point: dict[str, Any], rules: list[dict[str, Any]]) -> bool:

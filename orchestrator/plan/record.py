@@ -3,11 +3,10 @@
 ``plan_sweep`` is pure apart from reading site profiles; ``record_plan`` writes the
 database rows and run directories, adding nothing that is already there.
 
-Plans reach tens of thousands of runs and are re-planned often, so what is the same for
-many runs is worked out once: each site's resolver (account, launcher, queue per shape,
-memory predictions) and each shape's script text (see ``render.ScriptRenderer``); a run
-costs only what is its own. Records go to the database in one bulk INSERT and run
-directories are written with plain system calls.
+Plans reach thousands of runs and are re-planned often, so what is the same for many runs
+is worked out once: each site's resolver (account, launcher, queue per shape, memory
+predictions) and each site's part of the script (see ``render.ScriptRenderer``). Records
+go to the database in one bulk INSERT and run directories are written with plain system calls.
 """
 
 from __future__ import annotations
@@ -62,10 +61,6 @@ class PlannedRun:
         return RunState.SKIPPED if self.resolved.skipped else RunState.PLANNED
 
 
-def run_dir_for(runs_root: Path, spec: RunSpec) -> Path:
-    return runs_root / spec.sweep / spec.id
-
-
 def plan_sweep(loaded: LoadedSweep, runs_root: Path, env: Mapping[str, str] | None = None,
                sites_dirs: list[Path] | None = None, python: str | None = None) -> list[PlannedRun]:
     """Every run of the sweep, resolved and rendered (or skipped with a reason)."""
@@ -102,7 +97,7 @@ def plan_sweep(loaded: LoadedSweep, runs_root: Path, env: Mapping[str, str] | No
         if sweep_dir is None:
             sweep_dir = sweep_dirs[spec.sweep] = str((runs_root / spec.sweep).resolve())
         run_dir = sweep_dir + "/" + spec.id
-        script = None if resolved.skipped else renderer.render(resolved, run_dir)
+        script = None if resolved.skipped else renderer.render(resolved, RunFiles(Path(run_dir)))
         planned.append(PlannedRun(resolved, run_dir, script))
     return planned
 
@@ -171,7 +166,10 @@ _SPEC_FIELDS = tuple(f.name for f in fields(RunSpec))
 # Parameters that say how a global batch is split, not what is computed: strong scaling compares
 # runs that differ only in these (and in devices and per-device batch).
 SPLIT_PARAMS = frozenset({"grad_accum"})
-_COMPACT = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def _spec_fields(spec: RunSpec) -> dict[str, Any]:
@@ -198,9 +196,9 @@ def _run_row(plan: PlannedRun, sweep_id: int, spec_fields: dict[str, Any]) -> di
         strategy=recorded_strategy(placement.launcher if placement else None, spec.workload, spec.devices,
                                    spec.strategy),
         batch_size=spec.batch_size, seq_len=spec.seq_len, repeat=spec.repeat,
-        params=_COMPACT.encode(spec_fields["params"]),
-        shape_params=_COMPACT.encode({k: v for k, v in spec_fields["params"].items() if k not in SPLIT_PARAMS}),
-        spec=_COMPACT.encode(spec_fields),
+        params=_compact(spec_fields["params"]),
+        shape_params=_compact({k: v for k, v in spec_fields["params"].items() if k not in SPLIT_PARAMS}),
+        spec=_compact(spec_fields),
         walltime_s=placement.walltime_s if placement else spec.walltime_s, max_attempts=spec.max_attempts,
         retry_on=json.dumps(list(spec.retry_on)),
         device_type=site.device.type, device_model=site.device.model,
@@ -210,58 +208,11 @@ def _run_row(plan: PlannedRun, sweep_id: int, spec_fields: dict[str, Any]) -> di
     )
 
 
-# json.dumps(value, indent=2, sort_keys=True) of a spec, which is flat but for ``params`` (a
-# dict of scalars) and ``retry_on`` (a list of strings). json's indenting encoder is pure Python
-# (~100 us a spec); without ``indent`` json uses its C encoder, and with these separators the C
-# encoder writes the same text: one call for the top level, with each non-empty container held
-# by a placeholder string, and one call per container, spliced in. Anything else goes through
-# json.dumps as before.
-_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
-_TOP = json.JSONEncoder(sort_keys=True, separators=(",\n  ", ": "))
-_INNER = json.JSONEncoder(sort_keys=True, separators=(",\n    ", ": "))
-_MARKS = [(f"\x00{i}\x00", _TOP.encode(f"\x00{i}\x00")) for i in range(8)]  # (placeholder, its JSON)
-
-
-def _indented(document: dict[str, Any]) -> str:
-    flat: dict[str, Any] = {}
-    inner: list[tuple[str, str]] = []  # (placeholder, text) of each non-empty container
-    for key, value in document.items():
-        kind = type(value)
-        if type(key) is not str:
-            return json.dumps(document, indent=2, sort_keys=True)
-        if kind in _SCALAR_TYPES or not value and kind in (dict, list, tuple):
-            flat[key] = value
-            continue
-        if kind is dict:
-            if not all(type(k) is str and type(v) in _SCALAR_TYPES for k, v in value.items()):
-                return json.dumps(document, indent=2, sort_keys=True)
-            text = "{\n    " + _INNER.encode(value)[1:-1] + "\n  }"
-        elif kind in (list, tuple):
-            if not all(type(v) in _SCALAR_TYPES for v in value):
-                return json.dumps(document, indent=2, sort_keys=True)
-            text = "[\n    " + _INNER.encode(value)[1:-1] + "\n  ]"
-        else:
-            return json.dumps(document, indent=2, sort_keys=True)
-        if len(inner) == len(_MARKS):
-            _MARKS.append((f"\x00{len(inner)}\x00", _TOP.encode(f"\x00{len(inner)}\x00")))
-        mark, marked = _MARKS[len(inner)]
-        flat[key] = mark
-        inner.append((marked, text))
-    if not flat:
-        return "{}"
-    out = "{\n  " + _TOP.encode(flat)[1:-1] + "\n}"
-    for mark, text in inner:
-        if out.count(mark) != 1:  # a value spelt like the placeholder: the slow way, to be exact
-            return json.dumps(document, indent=2, sort_keys=True)
-        out = out.replace(mark, text)
-    return out
-
-
 def spec_json(plan: PlannedRun, spec_fields: dict[str, Any] | None = None) -> str:
     """The text of the run directory's ``spec.json``."""
     document = dict(spec_fields if spec_fields is not None else _spec_fields(plan.spec))
     document["skip_reason"] = plan.resolved.skip_reason
-    return _indented(document)
+    return json.dumps(document, indent=2, sort_keys=True)
 
 
 def _write(path: str, text: str, mode: int | None = None) -> None:

@@ -183,15 +183,23 @@ def describe(inputs: Inputs) -> str:
             f"batch {inputs.batch} x {inputs.seq}" + (f", accumulating {inputs.accum}" if inputs.accum > 1 else ""))
 
 
+def torch_version() -> str:
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def table_stamp() -> tuple[str, int]:
+    """What a shipped table must have been traced with to serve this install (pretraced.py)."""
+    return torch_version(), CACHE_VERSION
+
+
 def code_version() -> str:
-    """Hash of the workload code a prediction runs, and torch's version."""
+    """Hash of the workload code a prediction runs, and torch's version (the disk cache's keys)."""
     global _code_version
     if _code_version is None:
-        try:
-            torch_version = importlib.metadata.version("torch")
-        except importlib.metadata.PackageNotFoundError:
-            torch_version = "none"
-        h = hashlib.sha256(torch_version.encode())
+        h = hashlib.sha256(torch_version().encode())
         here = Path(__file__).parent
         workloads_dir = Path(workloads.__file__).parent
         for path in [here / n for n in _PREDICTOR_CODE] + [workloads_dir / n for n in _WORKLOAD_CODE]:
@@ -210,14 +218,14 @@ def _key(inputs: Inputs) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _lookup(key: str) -> int | None:
+def _lookup(key: str, inputs: Inputs) -> int | None:
     """A prediction from this process, the disk cache or the table shipped with orch, or None."""
     found = _cache.get(key)
     if found is None:
         try:
             found = _cache[key] = int(json.loads((cache_dir() / f"{key}.json").read_text())["bytes"])
         except (OSError, ValueError, KeyError, TypeError):
-            found = pretraced.lookup(key)  # the shapes shipped with orch (pretraced.py)
+            found = pretraced.lookup(repr(inputs), table_stamp())  # the shapes shipped with orch
             if found is None:
                 return None
             _cache[key] = found
@@ -251,7 +259,7 @@ def cached_trace(inputs: Inputs, compute: Callable[[Inputs], int]) -> int:
     _check_strategy(inputs)
     inputs = normalized(inputs)
     key = _key(inputs)
-    found = _lookup(key)
+    found = _lookup(key, inputs)
     if found is None:
         found = compute(inputs)
         _store(key, inputs, found)
@@ -379,10 +387,10 @@ def prefetch(all_inputs: Iterable[Inputs], workers: int) -> int:
         except ValueError:
             continue  # the run's own prediction says so
         inputs = traces.normalized(inputs)
-        if _lookup(_key(inputs)) is not None:
+        if _lookup(_key(inputs), inputs) is not None:
             continue
         for leaf in traces.leaves(inputs):
-            if leaf not in missing and _lookup(_key(leaf)) is None:
+            if leaf not in missing and _lookup(_key(leaf), leaf) is None:
                 missing[leaf] = None
     workers = min(workers, len(missing))
     if len(missing) < POOL_FROM or workers < 2 or not _has_torch():

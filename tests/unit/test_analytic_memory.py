@@ -1,11 +1,11 @@
-"""The analytic memory model's program and framework terms (orchestrator/predict/analytic_memory.py,
+"""The analytic memory model's program and framework terms (benchmarks/analytic_memory.py,
 issue 25): what each term holds, checked by hand on real shapes, and when in the backward it lives."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from orchestrator.predict.analytic_memory import Run, Shape, backward_peak, step_terms, terms
+from benchmarks.analytic_memory import Run, Shape, backward_peak, step_terms, terms
 
 LLAMA3_8B = Shape(layers=32, hidden=4096, heads=32, vocab=128256, seq=2048, ffn=14336, kv_heads=8, gated=True,
                   program="hf-llama")

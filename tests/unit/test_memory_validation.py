@@ -126,7 +126,7 @@ def test_torch_1_10s_softmax_input_is_what_the_batch_4_bert_rows_hold() -> None:
 def test_softmax_input_counts_one_score_tensor_per_layer_in_its_dtype() -> None:
     """By hand: b x a x s x s scores a layer, per token a*s elements: fp32 and amp (HF's fp32 mask
     promotes the scores) 4 bytes each, 16-bit 2; fused attention materialises no scores."""
-    from orchestrator.predict.analytic_memory import Shape, saved_per_token
+    from benchmarks.analytic_memory import Shape, saved_per_token
 
     def bert(fused: bool, saves_input: bool) -> Shape:
         return Shape(layers=24, hidden=1024, heads=16, vocab=30522, seq=512, fused_attention=fused,

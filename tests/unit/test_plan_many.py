@@ -1,10 +1,8 @@
 """Planning many runs at once gives exactly what planning each run alone gives.
 
-A plan renders each shape of script once and fills in each run's own values (see
-render.ScriptRenderer), writes ids and spec files without json's slow paths: every
-script, id and spec.json must be the same text the one-run-at-a-time code makes, for
-every built-in site, for values that need shell quoting, and for templates that do more
-with a run value than print it.
+A plan shares each site's resolver and its part of the script between runs (see
+render.ScriptRenderer): every script must be the text one run alone renders, values that
+need shell quoting are quoted in each run, and ids and spec files are json's own text.
 """
 
 from __future__ import annotations
@@ -28,20 +26,20 @@ from tests.conftest import write
 ENV = {"ORCH_ACCOUNT": "proj1", "ORCH_QOS": "normal"}
 
 
-def targets() -> list[str]:
-    out = []
-    for name in available_sites():
-        out.append(name)
-        out += [f"{name}:{system}" for system in load_site(name).systems]
-    return out
-
-
 def spec(target: str, devices: int, precision: str, repeat: int = 0, params: tuple = (), walltime_s: int = 1800,
          workload: str = "gemm", strategy: str | None = None) -> RunSpec:
     site, _, system = target.partition(":")
     return RunSpec(sweep="many", experiment="e", workload=workload, site=site, system=system or None,
                    devices=devices, precision=precision, strategy=strategy, batch_size=None, seq_len=None,
                    repeat=repeat, params=params or (("k", 256), ("m", 512), ("n", 128)), walltime_s=walltime_s)
+
+
+def targets() -> list[str]:
+    out = []
+    for name in available_sites():
+        out.append(name)
+        out += [f"{name}:{system}" for system in load_site(name).systems]
+    return out
 
 
 def runs_on(site: SiteProfile, target: str) -> list[Resolved]:
@@ -57,52 +55,16 @@ def runs_on(site: SiteProfile, target: str) -> list[Resolved]:
 
 
 @pytest.mark.parametrize("target", targets())
-def test_every_site_renders_the_same_scripts_through_the_shapes(target: str, tmp_path: Path) -> None:
+def test_every_site_resolves_and_renders_each_run_as_alone(target: str, tmp_path: Path) -> None:
+    """One resolver and one renderer for many runs (what they share between runs) give what each
+    run resolved and rendered alone gives."""
     site = load_site(target)
-    renderer, jinja = ScriptRenderer(), environment()
-    rendered = 0
+    renderer = ScriptRenderer()
     for resolved in runs_on(site, target):
         assert resolved == resolve(resolved.spec, site, ENV, site.python or "python3")  # one resolver = one call
-        if resolved.skipped:
-            continue
-        run_dir = str(tmp_path / "runs" / resolved.spec.id)
-        assert renderer.render(resolved, run_dir) == render_script(resolved, RunFiles(Path(run_dir)), jinja)
-        rendered += 1
-    if rendered > 12:  # a shape is rendered by Jinja once (to check it); its other runs are filled in
-        assert renderer.jinja_renders < rendered
-
-
-TEMPLATE = """\
-#!/bin/bash
-# {{ run.id }} {{ run.experiment | directive }}
-{% if nodes > 1 %}
-# {{ nodes }} nodes
-{% endif %}
-# {{ run.id | upper }}
-echo {{ (run_dir | q) ~ "/extra" }}
-cd {{ run_dir }}
-{% for step in pre_commands %}
-{{ step }}
-{% endfor %}
-{{ command }}
-"""
-
-
-def test_a_template_that_does_more_than_print_run_values_renders_as_jinja_does(tmp_path: Path) -> None:
-    templates = write(tmp_path / "tpl" / "custom.sh.j2", TEMPLATE).parent
-    site = SiteProfile.model_validate({
-        "name": "custom", "scheduler": "local", "template": "custom.sh.j2", "max_nodes": 2,
-        "device": {"type": "cuda", "model": "X", "per_node": 2, "precisions": ["fp32"]},
-        "queues": [{"name": "q", "max_nodes": 2, "max_walltime": "01:00:00"}],
-        "launcher": {"name": "srun"}})
-    jinja = environment([templates])
-    renderer = ScriptRenderer(environment([templates]))
-    resolver = SiteResolver(site, {}, "python3")
-    for devices in (1, 2, 4):
-        for tag in ("plain", "it's $(rm -rf ~); `x`", "a b\nc"):
-            resolved = resolver.resolve(spec("custom", devices, "fp32", params=(("m", 64), ("tag", tag))))
-            run_dir = str(tmp_path / "it's a dir" / resolved.spec.id)
-            assert renderer.render(resolved, run_dir) == render_script(resolved, RunFiles(Path(run_dir)), jinja)
+        if not resolved.skipped:
+            files = RunFiles(tmp_path / "runs" / resolved.spec.id)
+            assert renderer.render(resolved, files) == render_script(resolved, files, environment())
 
 
 def test_values_that_need_quoting_are_quoted_in_each_run(tmp_path: Path) -> None:
@@ -113,21 +75,19 @@ def test_values_that_need_quoting_are_quoted_in_each_run(tmp_path: Path) -> None
     for tag in ("plain", "it's $(touch /tmp/pwned)", "semi;colon", "new\nline", "plain2"):
         resolved = resolver.resolve(spec("local", 1, "fp32", params=(("m", 64), ("tag", tag))))
         run_dir = str(tmp_path / "a dir with 'quotes'" / resolved.spec.id)
-        text = renderer.render(resolved, run_dir)
+        text = renderer.render(resolved, RunFiles(Path(run_dir)))
         assert text == render_script(resolved, RunFiles(Path(run_dir)), renderer.env)
         texts.append(text)
     assert "'it'\"'\"'s $(touch /tmp/pwned)'" in texts[1] and "'semi;colon'" in texts[2]
-    assert renderer.jinja_renders == 1  # one shape: the other runs were filled in
 
 
 def test_a_value_a_directive_refuses_is_the_same_error(tmp_path: Path) -> None:
     site = load_site("sandbox")
     resolved = SiteResolver(site, ENV, "python3").resolve(spec("sandbox", 1, site.device.precisions[0]))
     renderer = ScriptRenderer()
-    good = str(tmp_path / "runs" / resolved.spec.id)
-    renderer.render(resolved, good)
+    renderer.render(resolved, RunFiles(tmp_path / "runs" / resolved.spec.id))
     with pytest.raises(RenderError, match="cannot go in a scheduler directive"):
-        renderer.render(resolved, str(tmp_path / "a space" / resolved.spec.id))
+        renderer.render(resolved, RunFiles(tmp_path / "a space" / resolved.spec.id))
     with pytest.raises(RenderError, match="cannot go in a scheduler directive"):
         render_script(resolved, RunFiles(tmp_path / "a space" / resolved.spec.id))
 

@@ -16,7 +16,7 @@ import math
 import torch
 from torch.nn import functional as F
 
-from orchestrator.predict.analytic_memory import Shape, upcast_norm_layer
+from benchmarks.analytic_memory import Shape, upcast_norm_layer
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -7,8 +7,6 @@ migration of its own.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sqlalchemy import Connection, inspect
 
 from orchestrator.paths import db_views_dir
@@ -58,9 +56,3 @@ def recreate_views(connection: Connection) -> list[str]:
     for statement in statements(connection.dialect.name):
         connection.exec_driver_sql(statement)
     return missing
-
-
-def view_files() -> list[Path]:
-    views = db_views_dir()
-    return [views / RESULTS_SQL, views / DERIVED_SQL, views / COST_SQL, views / INFERENCE_SQL,
-            views / PREDICTION_ERROR_SQL, views / SERVING_SQL]

@@ -1,7 +1,8 @@
 """Analytic per-device peak of a training run whose shape no trace serves (Llama, BERT; issue 25).
 
-No torch. Used by ``benchmarks/validate_memory.py`` to compare orch's memory model with
-published measured peaks; ``orch plan`` does not use it (its skip decisions are unchanged).
+No torch. Used by ``benchmarks/validate_memory.py`` to compare an analytic model with published
+measured peaks. Not part of orch (moved out of orchestrator/predict/, issue 46): ``orch plan``,
+its skips and ``orch predict`` use one model, ``orchestrator/predict/run_memory.py``.
 
 Terms, in bytes on the most loaded device, at the start of the backward (every saved
 activation still live, the loss's gradient just made):
