@@ -26,6 +26,7 @@ import yaml
 from orchestrator.plan.sweep import Experiment, SetupRef, Sweep
 from tests.conftest import REPO
 from workloads import registry
+from workloads.models.configs import SIZES
 
 # ../shared/reference/ of the checkout (a worktree under wt/ finds it one level further up).
 SETUPS = next((d / "shared" / "reference" / "study-setups.yaml" for d in REPO.parents
@@ -165,7 +166,20 @@ def _strategies(values: dict[str, Any]) -> Study | None:
     return frozenset(found) if found and None not in found else None  # type: ignore[arg-type]
 
 
+def _shape_preset(shape: Any) -> str | None:
+    """The preset with the shape the study gives (layers, width and heads where stated)."""
+    if not isinstance(shape, dict) or "layers" not in shape:
+        return None
+    width, heads = shape.get("hidden") or shape.get("embedding"), shape.get("heads")
+    found = [name for name, cfg in SIZES.items() if (cfg.n_layer, cfg.n_embd) == (shape["layers"], width)
+             and heads in (None, cfg.n_head)]
+    return found[0] if len(found) == 1 else None
+
+
 def _models(values: dict[str, Any]) -> Study | None:
+    by_shape = _shape_preset(values.get("shape"))
+    if by_shape:
+        return frozenset({by_shape})
     given = _stated(values.get("models")) or _stated(values.get("model"))
     items = given if isinstance(given, list) else [given]
     found = []
