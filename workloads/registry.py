@@ -371,6 +371,9 @@ register(
             Param("accum_grads", str, "unsharded", "FSDP gradient accumulation: unsharded (sync off until the "
                   "last micro-batch, full fp32 gradients kept) | sharded (reduce-scatter every micro-batch, "
                   "only the shard kept, as LLM Foundry and DeepSpeed)", ("unsharded", "sharded")),
+            Param("fsdp_precision", str, "autocast", "FSDP with fp16/bf16: autocast (fp32 parameters gathered, "
+                  "autocast compute) | pure (LLM Foundry's PURE: parameters gathered and computed in the half "
+                  "precision, gradients reduced in fp32)", ("autocast", "pure")),
         ),
         axes=frozenset({"batch_size", "seq_len", "strategy"}),
         axis_defaults={"batch_size": 8, "seq_len": 1024, "strategy": "ddp"},

@@ -181,9 +181,17 @@ def _fsdp(session: Session, cfg: GPTConfig, lr: float, compile_: bool, full: boo
     session.ensure_process_group()  # FSDP needs a group even on one rank
     with torch.device("meta"):
         model = GPT(cfg)
+    # --fsdp-precision pure (LLM Foundry's FSDP mixed_precision PURE): parameters gathered and computed
+    # in the run's half precision, gradients reduced in fp32; default: fp32 gathered, autocast compute.
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(session.precision.name)
+    policy: dict[str, Any] = {}
+    if option(session, "fsdp_precision", "autocast") == "pure" and half is not None:
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        policy["mp_policy"] = MixedPrecisionPolicy(param_dtype=half, reduce_dtype=torch.float32)
     for block in model.blocks:
-        fully_shard(block, reshard_after_forward=full)
-    fully_shard(model, reshard_after_forward=full)
+        fully_shard(block, reshard_after_forward=full, **policy)
+    fully_shard(model, reshard_after_forward=full, **policy)
     model.to_empty(device=session.device.torch_device)
     if cfg.tie_weights and model.lm_head.weight is not model.wte.weight:  # FSDP2 keeps the tie; to_empty not
         model.lm_head.weight = model.wte.weight

@@ -62,6 +62,7 @@ class Inputs:
     optimizer_impl: str = "auto"
     ddp_single_device: bool = False
     accum_grads: str = "unsharded"
+    fsdp_precision: str = "autocast"
 
     @classmethod
     def of(cls, p: dict[str, Any], default_model: str = "gpt2") -> "Inputs":
@@ -71,7 +72,7 @@ class Inputs:
                    max(1, _int(p, "grad_accum", 1)), max(1, _int(p, "cp", 1)), tp,
                    tp > 1 and _bool(p.get("sequence_parallel"), False), str(p.get("zero_grad") or "none"),
                    str(p.get("optimizer_impl") or "auto"), _bool(p.get("ddp_single_device"), False),
-                   str(p.get("accum_grads") or "unsharded"))
+                   str(p.get("accum_grads") or "unsharded"), str(p.get("fsdp_precision") or "autocast"))
 
 
 # Gradient accumulation is traced as at most this many micro-batches: from the 4th on, a

@@ -199,7 +199,8 @@ def measure_step(inputs: Inputs) -> int:
     if inputs.strategy not in TRACED:
         raise ValueError(f"{inputs.strategy} is not traced (traced: {', '.join(TRACED)})")
     session = _Session(inputs.precision, inputs.devices, inputs.zero_grad, optimizer_impl=inputs.optimizer_impl,
-                       ddp_single_device=inputs.ddp_single_device, accum_grads=inputs.accum_grads)
+                       ddp_single_device=inputs.ddp_single_device, accum_grads=inputs.accum_grads,
+                       fsdp_precision=inputs.fsdp_precision)
     needs_group = inputs.strategy != "ddp" or inputs.devices > 1 or inputs.ddp_single_device
     group = _fake_group(inputs.devices) if needs_group else contextlib.nullcontext()
     layout = None
