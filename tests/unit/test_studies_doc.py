@@ -8,6 +8,7 @@ experiment of shared/reference/studies.md (A.1 .. E.2) must have a row.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 import yaml
@@ -98,7 +99,7 @@ def test_every_study_example_is_in_the_table(rows: list[dict[str, str]]) -> None
     assert files - named == set(), sorted(files - named)
 
 
-def not_planned_missing(rows: list[dict[str, str]], example: str, data: dict[str, object]) -> list[str]:
+def not_planned_missing(rows: list[dict[str, str]], example: str, data: dict[str, Any]) -> list[str]:
     """The ``what`` of each of the example's ``not_planned`` items that no row naming the example
     lists in its Missing cell."""
     cells = [row["Missing"] for row in rows if example in names(row["Example"])]
