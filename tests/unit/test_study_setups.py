@@ -242,7 +242,13 @@ def _differs(study: Study, mine: frozenset[Any]) -> bool:
 
 
 def _show(values: Study) -> str:
-    return str(values) if isinstance(values, Span) else ", ".join(str(v) for v in sorted(values, key=str))
+    if isinstance(values, Span):
+        return str(values)
+    try:
+        ordered = sorted(values)  # numbers in their order
+    except TypeError:
+        ordered = sorted(values, key=str)
+    return ", ".join(str(v) for v in ordered)
 
 
 def differences(name: str, sweep: Sweep, setups: dict[str, dict[str, Any]]) -> list[str]:
