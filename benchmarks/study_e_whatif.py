@@ -10,6 +10,9 @@ Three figures, each one row per point of ``study_e.csv`` (column ``figure``):
   (``--nvlink-domain``): step time of the best layout.
 - ``parallelism``: the best layout's tp, pp, dp and cp at each GPU count of ``scaling`` (the
   talk's optimal-parallelism study), from the same rows.
+- ``tp_sweep`` / ``pp_sweep``: the talk's sweeps around the optimum (study-setups.yaml 004-M12):
+  GPT-3 1T on 16,384 B200s, NVLink domain 8, micro-batch 1; tensor-parallel degrees at pipeline
+  64, and pipeline degrees at tensor-parallel 8, each the best layout with that degree.
 
 Run: ``python benchmarks/study_e_whatif.py --out study-e/`` (or ``examples/E1-scaling-whatif.sh``);
 ``--quick`` takes two GPU counts and one model (the test's size). Every number is the time
@@ -34,6 +37,9 @@ DOMAINS = (4, 8, 64)
 DOMAIN_GPUS = 4096
 PER_NODE = 8  # every dgx system: 8 GPUs a node
 BATCH = 1  # sequences per GPU: global batch = GPUs (e.g. 4M tokens at 4096 GPUs and seq 2048)
+# The talk's TP and PP sweeps (004-M12): one point count, one model, NVLink domain 8.
+SWEEP_MODEL, SWEEP_GPUS, SWEEP_DOMAIN = "gpt3-1t", 16384, 8
+SWEEPS = (("tp_sweep", "pp", 64, "tp"), ("pp_sweep", "tp", 8, "pp"))  # figure, fixed degree, its value, swept
 COLUMNS = ["figure", "model", "system", "site", "gpus", "nvlink_domain", "what_if", "layout", "dp", "tp", "pp", "cp",
            "zero", "recompute", "step_s", "tokens_per_s", "samples_per_s", "mfu", "memory_gb", "fits"]
 
@@ -59,8 +65,9 @@ def predict(orch: list[str], model: str, site: str, gpus: int, domain: int | Non
     return json.loads(proc.stdout)
 
 
-def row(figure: str, system: str, out: dict[str, Any], domain: int | None) -> dict[str, Any]:
-    best = next((r for r in out["layouts"] if r["fits"] == "yes"), out["layouts"][0])
+def row(figure: str, system: str, out: dict[str, Any], domain: int | None,
+        layout: dict[str, Any] | None = None) -> dict[str, Any]:
+    best = layout or next((r for r in out["layouts"] if r["fits"] == "yes"), out["layouts"][0])
     what_if = out["what_if"] or {}  # null: the site as profiled
     beyond = bool(what_if.get("nodes") and what_if["nodes"] > what_if["profile_max_nodes"]) or (
         domain is not None and domain != what_if.get("profile_nvlink_domain"))
@@ -81,6 +88,21 @@ def collect(orch: list[str], models: tuple[str, ...], gpus: tuple[int, ...], dom
         rows += [row("nvlink", "B200", predict(orch, model, SYSTEMS["B200"], domain_gpus, d), d) for d in domains]
     rows += [{**r, "figure": "parallelism"} for r in rows if r["figure"] == "scaling"]
     return rows
+
+
+def sweeps(orch: list[str]) -> list[dict[str, Any]]:
+    """The TP sweep at a fixed pipeline degree and the PP sweep at a fixed tensor-parallel degree:
+    the layouts come ranked (fitting first, then fastest), so the first with each swept degree is
+    that degree's best."""
+    out = predict(orch, SWEEP_MODEL, SYSTEMS["B200"], SWEEP_GPUS, SWEEP_DOMAIN)
+    rows = []
+    for figure, fixed, value, swept in SWEEPS:
+        seen: set[int] = set()
+        for layout in out["layouts"]:
+            if layout[fixed] == value and layout[swept] not in seen:
+                seen.add(layout[swept])
+                rows.append(row(figure, "B200", out, SWEEP_DOMAIN, layout))
+    return sorted(rows, key=lambda r: (r["figure"], r["tp"], r["pp"]))
 
 
 def draw(rows: list[dict[str, Any]], out: Path) -> list[Path]:
@@ -123,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         rows = collect(orch_command(), ("gpt3-175b",), (64, 16384), (8, 64), 1024)
     else:
-        rows = collect(orch_command(), MODELS, GPUS, DOMAINS, DOMAIN_GPUS)
+        rows = collect(orch_command(), MODELS, GPUS, DOMAINS, DOMAIN_GPUS) + sweeps(orch_command())
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "study_e.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, COLUMNS)

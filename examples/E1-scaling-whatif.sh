@@ -6,6 +6,8 @@
 #                a what-if (--what-if-nodes), labelled in the CSV's what_if column
 #   nvlink       the same models on 4,096 B200s with NVLink domains of 4, 8 and 64 GPUs (--nvlink-domain)
 #   parallelism  the best layout (dp, tp, pp, cp, ZeRO, recompute) at each GPU count
+#   tp_sweep, pp_sweep  the talk's sweeps: GPT-3 1T on 16,384 B200s, NVLink 8, micro-batch 1, TP at
+#                PP 64 and PP at TP 8 (study-setups.yaml 004-M12), in the CSV
 # Writes study-e/study_e.csv, study-e/scaling.png and study-e/nvlink.png (matplotlib).
 #   examples/E1-scaling-whatif.sh [--out DIR] [--quick] [--no-figures]
 # One point by hand:

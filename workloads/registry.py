@@ -363,6 +363,17 @@ register(
             Param("zero_grad", str, "none", "how the optimiser clears gradients between steps: none (freed, "
                   "torch >= 2.0's default) | zeros (zeroed in place and kept, torch 1.x's default: a 2022 "
                   "program's memory; not with DeepSpeed)", ("none", "zeros")),
+            Param("optimizer_impl", str, "auto", "AdamW's implementation: auto (fused where the device has the "
+                  "kernel) | fused | foreach (torch's GPU default, e.g. a Lightning program's) | for-loop",
+                  ("auto", "fused", "foreach", "for-loop")),
+            Param("ddp_single_device", bool, False, "ddp: wrap one rank in DistributedDataParallel too, as "
+                  "Lightning does (default: one rank runs the plain model)"),
+            Param("accum_grads", str, "unsharded", "FSDP gradient accumulation: unsharded (sync off until the "
+                  "last micro-batch, full fp32 gradients kept) | sharded (reduce-scatter every micro-batch, "
+                  "only the shard kept, as LLM Foundry and DeepSpeed)", ("unsharded", "sharded")),
+            Param("fsdp_precision", str, "autocast", "FSDP with fp16/bf16: autocast (fp32 parameters gathered, "
+                  "autocast compute) | pure (LLM Foundry's PURE: parameters gathered and computed in the half "
+                  "precision, gradients reduced in fp32)", ("autocast", "pure")),
         ),
         axes=frozenset({"batch_size", "seq_len", "strategy"}),
         axis_defaults={"batch_size": 8, "seq_len": 1024, "strategy": "ddp"},

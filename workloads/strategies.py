@@ -50,6 +50,21 @@ class Trainer:
 # Devices with torch's fused AdamW kernel (torch/optim/adamw.py's fused path; the CPU's since torch
 # 2.4). Gaudi's HPU runs Habana's own optimizers: the foreach default there.
 FUSED_ADAMW_DEVICES = ("cuda", "xpu", "cpu")
+# --optimizer-impl: auto (fused where the device has the kernel: orch's default), or the one a
+# study's program used: foreach (torch's own default on GPUs, e.g. study B's Lightning setup),
+# fused, or for-loop (one kernel per parameter).
+OPTIMIZER_IMPLS: tuple[str, ...] = ("auto", "fused", "foreach", "for-loop")
+# --accum-grads, how FSDP accumulates gradients over micro-batches: unsharded (gradient sync off
+# until the last micro-batch, unsharded fp32 gradients kept: orch's default) or sharded
+# (reduce-scatter after every micro-batch, only the shard kept, as LLM Foundry's FSDP and
+# DeepSpeed's ZeRO do it).
+ACCUM_GRADS: tuple[str, ...] = ("unsharded", "sharded")
+
+
+def option(session: Session, name: str, default: Any) -> Any:
+    """A program option of the run (``session.args``), or ``default`` where the run has none."""
+    value = getattr(getattr(session, "args", None), name, None)
+    return default if value in (None, "") else value
 
 
 def adamw(session: Session, params: Iterable[nn.Parameter], lr: float, *,
@@ -58,10 +73,17 @@ def adamw(session: Session, params: Iterable[nn.Parameter], lr: float, *,
     XPU and the CPU alike, so that a CPU run and the memory trace, which runs on the CPU, hold what
     a GPU run holds: no foreach temporaries); one kernel per parameter where the parameters mix
     DTensors and plain tensors (tensor parallel: the replicated LayerNorms and position embedding),
-    which foreach and fused kernels cannot take in one list."""
-    if mixed_tensors:
+    which foreach and fused kernels cannot take in one list. ``--optimizer-impl`` other than auto
+    picks the implementation instead (a study's program's)."""
+    impl = str(option(session, "optimizer_impl", "auto"))
+    if mixed_tensors or impl == "for-loop":
         return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, foreach=False)
+    if impl == "foreach":
+        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
     fused = session.device.type in FUSED_ADAMW_DEVICES
+    if impl == "fused" and not fused:
+        raise Refused(f"--optimizer-impl fused: torch has no fused AdamW on {session.device.type} "
+                      f"(it has: {', '.join(FUSED_ADAMW_DEVICES)})")
     return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused or None)
 
 
@@ -135,10 +157,15 @@ class DeepSpeedTrainer(Trainer):
 def _ddp(session: Session, cfg: GPTConfig, lr: float, compile_: bool) -> Trainer:
     with session.device.torch_device:  # parameters made on the device directly
         model = GPT(cfg)
-    if session.world_size == 1:
+    # --ddp-single-device: DDP wraps one rank too, as Lightning does (its bucketed gradient copies
+    # and a one-rank all-reduce); by default one rank runs the plain model.
+    if session.world_size == 1 and not option(session, "ddp_single_device", False):
         forward = torch.compile(model) if compile_ else model
         return TorchTrainer(session, model, forward, lambda last: contextlib.nullcontext(), lr)
     from torch.nn.parallel import DistributedDataParallel as DDP
+
+    if session.world_size == 1:
+        session.ensure_process_group()  # DDP needs a group even on one rank
 
     ids = [session.device.torch_device.index] if session.device.type == "cuda" else None
     wrapped = DDP(model, device_ids=ids)
@@ -154,18 +181,27 @@ def _fsdp(session: Session, cfg: GPTConfig, lr: float, compile_: bool, full: boo
     session.ensure_process_group()  # FSDP needs a group even on one rank
     with torch.device("meta"):
         model = GPT(cfg)
+    # --fsdp-precision pure (LLM Foundry's FSDP mixed_precision PURE): parameters gathered and computed
+    # in the run's half precision, gradients reduced in fp32; default: fp32 gathered, autocast compute.
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(session.precision.name)
+    policy: dict[str, Any] = {}
+    if option(session, "fsdp_precision", "autocast") == "pure" and half is not None:
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        policy["mp_policy"] = MixedPrecisionPolicy(param_dtype=half, reduce_dtype=torch.float32)
     for block in model.blocks:
-        fully_shard(block, reshard_after_forward=full)
-    fully_shard(model, reshard_after_forward=full)
+        fully_shard(block, reshard_after_forward=full, **policy)
+    fully_shard(model, reshard_after_forward=full, **policy)
     model.to_empty(device=session.device.torch_device)
     if cfg.tie_weights and model.lm_head.weight is not model.wte.weight:  # FSDP2 keeps the tie; to_empty not
         model.lm_head.weight = model.wte.weight
     model.reset_parameters()
     forward = torch.compile(model) if compile_ else model
+    every = option(session, "accum_grads", "unsharded") == "sharded"  # reduce-scatter every micro-batch
 
     @contextlib.contextmanager
     def sync(last: bool) -> Iterator[None]:
-        model.set_requires_gradient_sync(last)  # type: ignore[operator]  # FSDP2 adds it; reduce-scatter on the last micro-batch only
+        model.set_requires_gradient_sync(last or every)  # type: ignore[operator]  # FSDP2 adds it; by default reduce-scatter on the last micro-batch only
         yield
 
     return TorchTrainer(session, model, forward, sync, lr)
@@ -224,7 +260,10 @@ def _deepspeed(session: Session, cfg: GPTConfig, lr: float, stage: int, batch: i
         "steps_per_print": 2**31 - 1,
         "wall_clock_breakdown": False,
     }
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    # DeepSpeed keeps torch's default AdamW (foreach on GPUs) unless --optimizer-impl names one;
+    # its gradient accumulation is its own (partitioned gradients under ZeRO-2/3).
+    optimizer = (torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+                 if option(session, "optimizer_impl", "auto") == "auto" else adamw(session, model.parameters(), lr))
     try:
         engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config,
                                           dist_init_required=False)

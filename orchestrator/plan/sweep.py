@@ -167,6 +167,33 @@ def merge_site_overrides(layers: list[SiteOverride | None]) -> dict[str, Any] | 
     return out or None
 
 
+# An item id of the studies' setups (shared/reference/study-setups.yaml), e.g. 000-W2, 001-E7.
+SETUP_ID = r"^\d{3}-[A-Z]+\d+$"
+
+
+class SetupRef(BaseModel):
+    """The entry of the studies' setups (shared/reference/study-setups.yaml) an experiment
+    reproduces; tests/unit/test_study_setups.py holds the experiment's grid to its values."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=SETUP_ID)
+    # The entry's per_system row, by the start of its ``system`` (or ``model``) text, where the
+    # entry sets values per system: "A100", "Cerebras CS-2", "13B".
+    system: str | None = Field(None, max_length=MAX_NAME)
+
+
+class NotPlanned(BaseModel):
+    """A value of a study's setup that the example does not plan, and why (orch cannot express
+    it, or the site cannot hold it); docs/studies.md's Missing column names each ``what``."""
+
+    model_config = ConfigDict(extra="forbid")
+    setup: str = Field(pattern=SETUP_ID)
+    system: str | None = Field(None, max_length=MAX_NAME)
+    field: str = Field(min_length=1, max_length=MAX_NAME)
+    what: str = Field(min_length=1, max_length=200)
+    reason: str = Field(min_length=1)
+
+
 class Experiment(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME)
@@ -190,6 +217,8 @@ class Experiment(BaseModel):
     # A site's setup, env and python_env as this experiment's runs use them (SiteOverride), by
     # ``site`` or ``site:system``; applied over the sweep's own ``site_overrides``.
     site_overrides: dict[str, SiteOverride] = Field(default_factory=dict)
+    # The study setup this experiment reproduces (study examples; no effect on the plan).
+    setup: SetupRef | None = None
 
     @field_validator("site_overrides")
     @classmethod
@@ -248,6 +277,8 @@ class Sweep(BaseModel):
     # A site's setup, env and python_env as every run of the sweep on it uses them (SiteOverride),
     # by ``site`` (every system of it) or ``site:system``: no copy of the profile needed.
     site_overrides: dict[str, SiteOverride] = Field(default_factory=dict)
+    # The study's setup values this example does not plan, each with its reason (no effect on the plan).
+    not_planned: list[NotPlanned] = Field(default_factory=list)
     experiments: list[Experiment] = Field(min_length=1)
 
     @field_validator("site_overrides")

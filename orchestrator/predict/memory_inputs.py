@@ -58,6 +58,11 @@ class Inputs:
     tp: int = 1  # tensor parallel (workloads/parallel.py)
     sequence_parallel: bool = False  # with tp: activations split along the sequence between regions
     zero_grad: str = "none"  # "zeros": the gradients kept (zeroed) between steps (workloads/layouts.py)
+    # The program's options the run passes (workloads/strategies.py), traced as the run will use them.
+    optimizer_impl: str = "auto"
+    ddp_single_device: bool = False
+    accum_grads: str = "unsharded"
+    fsdp_precision: str = "autocast"
 
     @classmethod
     def of(cls, p: dict[str, Any], default_model: str = "gpt2") -> "Inputs":
@@ -65,7 +70,9 @@ class Inputs:
         return cls(model_config(p, default_model), str(p.get("strategy") or "ddp"), max(1, _int(p, "devices", 1)),
                    str(p.get("precision") or "fp32"), _int(p, "batch_size", 8), _int(p, "seq_len", 1024),
                    max(1, _int(p, "grad_accum", 1)), max(1, _int(p, "cp", 1)), tp,
-                   tp > 1 and _bool(p.get("sequence_parallel"), False), str(p.get("zero_grad") or "none"))
+                   tp > 1 and _bool(p.get("sequence_parallel"), False), str(p.get("zero_grad") or "none"),
+                   str(p.get("optimizer_impl") or "auto"), _bool(p.get("ddp_single_device"), False),
+                   str(p.get("accum_grads") or "unsharded"), str(p.get("fsdp_precision") or "autocast"))
 
 
 # Gradient accumulation is traced as at most this many micro-batches: from the 4th on, a

@@ -70,7 +70,7 @@ from workloads.layouts import Layout
 class _Session:
     """What ``strategies.build`` and ``TorchTrainer`` ask of a session, for rank 0 of N."""
 
-    def __init__(self, precision: str, world_size: int, zero_grad: str = "none") -> None:
+    def __init__(self, precision: str, world_size: int, zero_grad: str = "none", **options: Any) -> None:
         from types import SimpleNamespace
 
         from workloads.harness import precision as precisions
@@ -82,7 +82,8 @@ class _Session:
                                             training=True)
         self.world_size = world_size
         self.rank = 0
-        self.args = SimpleNamespace(zero_grad=zero_grad)  # what the trainers read of the run's options
+        # What the trainers read of the run's options (workloads/strategies.py option()).
+        self.args = SimpleNamespace(zero_grad=zero_grad, **options)
 
     def ensure_process_group(self) -> str:
         return "fake"
@@ -197,8 +198,10 @@ def measure_step(inputs: Inputs) -> int:
 
     if inputs.strategy not in TRACED:
         raise ValueError(f"{inputs.strategy} is not traced (traced: {', '.join(TRACED)})")
-    session = _Session(inputs.precision, inputs.devices, inputs.zero_grad)
-    needs_group = inputs.strategy != "ddp" or inputs.devices > 1
+    session = _Session(inputs.precision, inputs.devices, inputs.zero_grad, optimizer_impl=inputs.optimizer_impl,
+                       ddp_single_device=inputs.ddp_single_device, accum_grads=inputs.accum_grads,
+                       fsdp_precision=inputs.fsdp_precision)
+    needs_group = inputs.strategy != "ddp" or inputs.devices > 1 or inputs.ddp_single_device
     group = _fake_group(inputs.devices) if needs_group else contextlib.nullcontext()
     layout = None
     if inputs.cp > 1 or inputs.tp > 1:

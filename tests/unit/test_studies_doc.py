@@ -8,8 +8,10 @@ experiment of shared/reference/studies.md (A.1 .. E.2) must have a row.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
+import yaml
 
 from orchestrator.results.report.figures import BUILDERS
 from tests.conftest import REPO
@@ -95,6 +97,33 @@ def test_every_study_example_is_in_the_table(rows: list[dict[str, str]]) -> None
     named = {example for row in rows for example in names(row["Example"])}
     files = {p.name for p in (REPO / "examples").glob("[A-E][0-9]-*.yaml")}
     assert files - named == set(), sorted(files - named)
+
+
+def not_planned_missing(rows: list[dict[str, str]], example: str, data: dict[str, Any]) -> list[str]:
+    """The ``what`` of each of the example's ``not_planned`` items that no row naming the example
+    lists in its Missing cell."""
+    cells = [row["Missing"] for row in rows if example in names(row["Example"])]
+    items = data.get("not_planned") or []
+    assert isinstance(items, list), example
+    return [item["what"] for item in items if not any(item["what"] in cell for cell in cells)]
+
+
+def test_missing_column_lists_every_not_planned_item_of_the_examples(rows: list[dict[str, str]]) -> None:
+    """Each value of a study setup an example does not plan (its not_planned list, issue 47) is
+    named, by its ``what``, in the Missing column of a row of that example."""
+    unlisted = {}
+    for path in sorted((REPO / "examples").glob("[A-E]*-*.yaml")):
+        absent = not_planned_missing(rows, path.name, yaml.safe_load(path.read_text()))
+        if absent:
+            unlisted[path.name] = absent
+    assert not unlisted, unlisted
+
+
+def test_the_not_planned_check_fails_on_an_unlisted_item() -> None:
+    rows = [{"Example": "X.yaml", "Missing": "one thing; SN30 two instances per RDU"}]
+    data = {"not_planned": [{"what": "SN30 two instances per RDU"}, {"what": "CS-2 opt level"}]}
+    assert not_planned_missing(rows, "X.yaml", data) == ["CS-2 opt level"]
+    assert not_planned_missing(rows, "Y.yaml", data) == ["SN30 two instances per RDU", "CS-2 opt level"]
 
 
 def test_the_checks_fail_on_a_bad_table() -> None:

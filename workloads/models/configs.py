@@ -4,7 +4,8 @@ The names are lightning-GPT's presets (``MINGPT_PRESETS`` in lightning_gpt/model
 itself minGPT's list extended), which is what study B ran by name: openai-gpt, gpt2 ..
 gpt2-xl (OpenAI's GPT-2 family), gpt2-xxl, gpt2-xxxl and gpt2-4xl (lightning-GPT's deeper
 1600/1920-wide stacks), gopher-44m and minGPT's small gpt-mini/micro/nano. Beside them:
-GPT-3's 2.7B and 6.7B shapes (gpt3-2.7b, gpt3-6.7b), gpt-13b and gpt-25b for the
+GPT-3's 2.7B, 6.7B and XL shapes and a 30B (gpt3-2.7b, gpt3-6.7b, gpt3-xl, gpt3-30b), study A's
+SN30 GenSLM 13B (genslm-13b-sn30), gpt-13b and gpt-25b for the
 long-sequence and GenSLM studies (GPT-3 13B's shape, and a 25B shape with hidden 6144),
 and ``tiny`` for tests and laptops.
 
@@ -36,6 +37,9 @@ Parameter counts (``python -m workloads.models.configs`` prints this table):
 | gpt-nano    |      3 |     3 |     48 |   2.55M |   0.09M |
 | gpt3-2.7b   |     32 |    32 |   2560 |   2.65B |   2.52B |
 | gpt3-6.7b   |     32 |    32 |   4096 |   6.65B |   6.44B |
+| gpt3-xl     |     24 |    16 |   2048 |   1.31B |   1.21B |
+| gpt3-30b    |     48 |    56 |   7168 |  29.97B |  29.60B |
+| genslm-13b-sn30 | 44 |    64 |   4992 |  13.17B |  13.16B |
 | gpt-13b     |     40 |    40 |   5120 |  12.85B |  12.59B |
 | gpt-25b     |     56 |    48 |   6144 |  25.69B |  25.37B |
 
@@ -95,6 +99,14 @@ SIZES: dict[str, GPTConfig] = {
     # GPT-3 shapes and larger
     "gpt3-2.7b": GPTConfig(32, 32, 2560),
     "gpt3-6.7b": GPTConfig(32, 32, 4096),
+    # Study A (issue 47): GPT-3 XL, the shape study A gives its GenSLM 1.5B (24 layers, 16 heads,
+    # 2048 wide); GPT-3 30B for A.5's sparsity runs, a shape of orch's choosing (the study gives
+    # none): 48 layers of 7168, 12 x 48 x 7168^2 = 29.6B in the blocks.
+    "gpt3-xl": GPTConfig(24, 16, 2048),
+    "gpt3-30b": GPTConfig(48, 56, 7168),
+    # GenSLM 13B as study A ran it on the SN30 (44 layers, 64 heads, 4992 wide, vocabulary 71);
+    # genslm-13b's A100 shape is gpt-13b's (40 x 5120, 40 heads).
+    "genslm-13b-sn30": GPTConfig(44, 64, 4992, vocab_size=71),
     "gpt-13b": GPTConfig(40, 40, 5120),
     "gpt-25b": GPTConfig(56, 48, 6144),
     # MPT (study D.1), LLM Foundry's pretraining shapes (scripts/train/yamls/pretrain/mpt-*.yaml):
