@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from tests.workloads.workload_helpers import load_valid, run_module
-from workloads.harness.livebytes import LiveBytes
 from workloads.harness import Refused
+from workloads.harness.livebytes import LiveBytes
 from workloads.llm_inference import build_model, compiles, decode_bytes, decoder, prefill_flops
 from workloads.models.llama import SIZES, Llama, kv_bytes_per_token, num_params
 
