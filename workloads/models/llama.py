@@ -27,6 +27,8 @@ replicated. Weights are random: speed does not depend on their values.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
@@ -196,5 +198,5 @@ class Llama(nn.Module):
         mask = (self.slots <= position).unsqueeze(0)  # (1, length): the prefix and the new token
         x = self.embed(token)
         for block in self.blocks:
-            x = block.step(x, position, cos, sin, mask)
+            x = cast(Block, block).step(x, position, cos, sin, mask)
         return self.head(self.norm(x))[:, 0]
