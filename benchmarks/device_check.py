@@ -17,18 +17,28 @@ Everything lands in one folder (``device-check-out/<UTC time>/`` or ``--out DIR`
     prediction_error.json, calibrate.txt, report.html, orch-run.txt   the commands' own outputs
     state/            orch's run directories (job.sh, stdout.log, stderr.log, metrics.json)
 
-What runs (GPU; ``--tiny`` runs the same experiments at the sizes in TINY):
-- gemm 8192^3 in fp32, tf32, bf16, fp16, fp8 (a precision the device lacks is skipped by the plan,
-  with the reason, and the skip is in the summary);
-- conv2d (DeepBench shape 1, bf16, forward + backward) and the transformer block (GPT-2 XL's, bf16);
-- gpt2 training, bf16, batch 8 x 1024: ddp at gpt2, gpt2-medium and gpt2-xl; at gpt2-medium
-  fsdp-full and DeepSpeed ZeRO-2, and ddp, fsdp-full and ZeRO-2 again with activation checkpointing;
-- llm_inference, Llama-2-7B shape (random weights), bf16, 512 tokens in, 64 out, concurrency 1, 8, 64.
+What runs (GPU; ``--tiny`` runs the same experiments at the sizes in TINY), the questions of issue
+50 first, so that a check cut short by ``--timeout`` has answered them:
+- gpt2 training, bf16, batch 8 x 1024, ddp: eager at gpt2, gpt2-medium and gpt2-xl, and compiled
+  (``compile: true``) at gpt2-medium and gpt2-xl: the compiled and eager pairs, MFU beside the peak;
+- llm_inference, Llama-2-7B shape (random weights), bf16, 512 tokens in, 64 out: the plain eager
+  decoder at concurrency 1, and the static-KV-cache decoder (compiled, a CUDA graph) at 1, 8, 64:
+  MBU beside the bandwidth;
+- gpt2-xl under every strategy (fsdp-full, fsdp-grad-op, zero1, zero2, zero3), and ddp, fsdp-full
+  and zero2 with activation checkpointing: the sharded step against the time model (its predictions
+  made before the run: benchmarks/RESULTS.md, benchmarks/sharding_cost.py);
+- gemm 8192^3 in bf16 and fp8 (fp32, tf32 and fp16 repeated within 2% on two H200s: no longer run),
+  conv2d (DeepBench shape 1, bf16, forward + backward) and the transformer block (GPT-2 XL's, bf16);
+- the reference loop: the check's bf16 GEMM timed by a bare ``torch.matmul`` loop in the check's own
+  process beside the same GEMM through the harness (``benchmarks/bench_harness_overhead.py``).
 
-Budget: on the lent H200 (2026-11-27, benchmarks/RESULTS.md) the whole check took 268 s: plan 18 s,
-orch run 235 s for the 18 runs (each a fresh process), report and calibrate 10 s; the wheels'
-install about 20 s before it. ``--timeout`` (default 420 s for orch run) cancels what is left so
-the whole check ends inside 8 minutes whatever happens.
+Each figure is printed beside its physical limit: TFLOP/s and MFU beside the device's dense peak for
+the precision, decode bandwidth and MBU beside the device's peak bandwidth.
+
+Budget: on the lent H200 the first round's 18 runs took 237-268 s (2026-11-27/28). This round has 21
+runs, five of which compile (tens of seconds each, untimed but on the clock): about 7-8 minutes,
+designed, not yet measured. ``--timeout`` (default 420 s for orch run) cancels what is left so the
+whole check ends inside 8 minutes whatever happens; the order above puts what the issue asks first.
 """
 
 from __future__ import annotations
@@ -58,10 +68,13 @@ class Sizes:
     site: str
     walltime: str
     gemm: int
+    gemm_precisions: list[str]
     conv: dict[str, Any]
     block: dict[str, Any]
     gpt2_sizes: list[str]  # ddp size sweep, smallest first; the strategies run at gpt2_model
     gpt2_model: str
+    compiled: list[str]  # the sizes run compiled too (the compiled and eager pairs)
+    strategies: list[str]  # the sharded strategies run at gpt2_model (ddp is in the size sweep)
     gpt2: dict[str, Any]
     llm: dict[str, Any]
     concurrency: list[int]
@@ -70,27 +83,29 @@ class Sizes:
 
 
 GPU = Sizes(
-    site="gpu-box", walltime="00:10:00", gemm=8192,
+    site="gpu-box", walltime="00:10:00", gemm=8192, gemm_precisions=["bf16", "fp8"],
     # 200 steps: 20 took 0.07 s on the H200, too short for NVML's energy counter (workloads/harness/energy.py).
     conv={"shape": "deepbench-1", "precision": "bf16", "backward": True, "warmup": 5, "iters": 200},
     block={"precision": "bf16", "batch_size": 8, "seq_len": 1024, "warmup": 5, "iters": 200},
-    gpt2_sizes=["gpt2", "gpt2-medium", "gpt2-xl"], gpt2_model="gpt2-medium",
+    gpt2_sizes=["gpt2", "gpt2-medium", "gpt2-xl"], gpt2_model="gpt2-xl", compiled=["gpt2-medium", "gpt2-xl"],
+    strategies=["fsdp-full", "fsdp-grad-op", "zero1", "zero2", "zero3"],
     gpt2={"precision": "bf16", "batch_size": 8, "seq_len": 1024, "warmup": 3, "iters": 10},
     llm={"model": "llama2-7b", "precision": "bf16", "input_len": 512, "output_len": 64, "warmup": 1, "iters": 3},
     concurrency=[1, 8, 64], share=False,
 )
 TINY = Sizes(
-    site="local", walltime="00:05:00", gemm=64,
+    site="local", walltime="00:05:00", gemm=64, gemm_precisions=["fp32", "tf32", "bf16", "fp16", "fp8"],
     conv={"shape": "deepbench-1", "precision": "fp32", "backward": True, "batch_size": 1, "width": 8, "height": 8,
           "channels": 4, "filters": 8, "warmup": 1, "iters": 3},
     block={"precision": "fp32", "hidden": 32, "heads": 2, "batch_size": 1, "seq_len": 16, "warmup": 1, "iters": 3},
-    gpt2_sizes=["tiny", "gpt-micro"], gpt2_model="tiny",
+    # No compiled pair on a CPU: inductor's C++ build takes minutes here (tests/workloads compare
+    # compiled and eager losses and tokens instead).
+    gpt2_sizes=["tiny", "gpt-micro"], gpt2_model="tiny", compiled=[], strategies=["fsdp-full", "zero2"],
     gpt2={"precision": "fp32", "batch_size": 2, "seq_len": 32, "vocab_size": 256, "warmup": 1, "iters": 2},
     llm={"model": "tiny", "precision": "fp32", "input_len": 16, "output_len": 4, "warmup": 1, "iters": 2},
     concurrency=[1, 4], share=True,
 )
-GEMM_PRECISIONS = ["fp32", "tf32", "bf16", "fp16", "fp8"]
-STRATEGIES = ["ddp", "fsdp-full", "zero2"]  # DDP, FSDP FULL_SHARD, DeepSpeed ZeRO stage 2
+CHECKPOINTED = ["ddp", "fsdp-full", "zero2"]  # DDP, FSDP FULL_SHARD, DeepSpeed ZeRO stage 2, with checkpointing
 # The workloads every check must leave in the database (the e2e test asserts them).
 WORKLOADS = ("gemm", "conv2d", "transformer_block", "gpt2", "llm_inference")
 
@@ -106,23 +121,27 @@ def sweep_document(sizes: Sizes, site: str) -> dict[str, Any]:
         return exp
 
     n = sizes.gemm
-    return {
-        "name": SWEEP,
-        "experiments": [
-            experiment("gemm", "gemm", {"precision": GEMM_PRECISIONS, "m": n, "n": n, "k": n,
-                                        "warmup": 3, "iters": 10, "min_time": 0.5 if not sizes.share else 0.0}),
-            experiment("conv", "conv2d", dict(sizes.conv)),
-            experiment("block", "transformer_block", dict(sizes.block)),
-            experiment("gpt2-sizes", "gpt2", {**sizes.gpt2, "model": sizes.gpt2_sizes, "strategy": "ddp",
-                                              "activation_checkpointing": "none"}),
-            experiment("gpt2-strategies", "gpt2", {**sizes.gpt2, "model": sizes.gpt2_model,
-                                                   "strategy": [s for s in STRATEGIES if s != "ddp"],
-                                                   "activation_checkpointing": "none"}),
-            experiment("gpt2-checkpointing", "gpt2", {**sizes.gpt2, "model": sizes.gpt2_model, "strategy": STRATEGIES,
-                                                      "activation_checkpointing": "full"}),
-            experiment("llm-inference", "llm_inference", {**sizes.llm, "concurrency": sizes.concurrency}),
-        ],
-    }
+    experiments = [
+        experiment("gpt2-sizes", "gpt2", {**sizes.gpt2, "model": sizes.gpt2_sizes, "strategy": "ddp",
+                                          "activation_checkpointing": "none"}),
+        experiment("decode-plain", "llm_inference", {**sizes.llm, "concurrency": sizes.concurrency[0],
+                                                     "decode": "plain"}),
+        experiment("decode-static", "llm_inference", {**sizes.llm, "concurrency": sizes.concurrency,
+                                                      "decode": "static"}),
+        experiment("gpt2-strategies", "gpt2", {**sizes.gpt2, "model": sizes.gpt2_model, "strategy": sizes.strategies,
+                                               "activation_checkpointing": "none"}),
+        experiment("gpt2-checkpointing", "gpt2", {**sizes.gpt2, "model": sizes.gpt2_model, "strategy": CHECKPOINTED,
+                                                  "activation_checkpointing": "full"}),
+        experiment("gemm", "gemm", {"precision": sizes.gemm_precisions, "m": n, "n": n, "k": n,
+                                    "warmup": 3, "iters": 10, "min_time": 0.5 if not sizes.share else 0.0}),
+        experiment("conv", "conv2d", dict(sizes.conv)),
+        experiment("block", "transformer_block", dict(sizes.block)),
+    ]
+    if sizes.compiled:
+        experiments.insert(1, experiment("gpt2-compiled", "gpt2", {**sizes.gpt2, "model": sizes.compiled,
+                                                                   "strategy": "ddp", "compile": True,
+                                                                   "activation_checkpointing": "none"}))
+    return {"name": SWEEP, "experiments": experiments}
 
 
 # --- running orch -------------------------------------------------------------------------
@@ -169,8 +188,9 @@ SUMMARY_QUERY = """
 SELECT rr.run_id, rr.experiment, rr.workload, rr.precision, rr.strategy, rr.params, rr.status, rr.failure_class,
        rr.device_model, rr.tflops, rr.tokens_per_s, rr.peak_mem_gb, rr.step_time_p50_s,
        pe.predicted_peak_gb, pe.measured_peak_gb, pe.memory_error, pe.predicted_step_s, pe.measured_step_s,
-       pe.step_error, m.raw
+       pe.step_error, m.raw, r.peak_tflops, r.peak_bandwidth_gbs
 FROM results rr
+LEFT JOIN runs r ON r.id = rr.run_id
 LEFT JOIN prediction_error pe ON pe.run_id = rr.run_id AND pe.attempt = rr.attempt
 LEFT JOIN attempts a ON a.run_id = rr.run_id AND a.number = rr.attempt
 LEFT JOIN metrics m ON m.attempt_id = a.id
@@ -196,11 +216,23 @@ def pct(value: Any) -> str:
 def config_of(row: dict[str, Any]) -> str:
     params = json.loads(row.get("params") or "{}")
     wanted = {"gemm": ("m",), "conv2d": ("shape",), "transformer_block": ("hidden",),
-              "gpt2": ("model", "activation_checkpointing"), "llm_inference": ("model", "concurrency")}
+              "gpt2": ("model", "activation_checkpointing"), "llm_inference": ("model", "concurrency", "decode")}
     parts = [f"{params[k]}" for k in wanted.get(row["workload"], ()) if k in params]
     if row.get("strategy") and row["workload"] == "gpt2":
         parts.insert(1, str(row["strategy"]))
+    if params.get("compile") in (True, "true"):
+        parts.append("compiled")
     return " ".join(parts).replace(" none", "").replace(" full", " +ckpt")
+
+
+def limit_of(row: dict[str, Any], metrics: dict[str, Any]) -> tuple[str, str]:
+    """(the physical limit the figure is held to, the fraction of it reached): the device's dense
+    peak for the precision and MFU; for decoding, its peak memory bandwidth and MBU."""
+    if row["workload"] == "llm_inference":
+        bandwidth = row.get("peak_bandwidth_gbs")
+        return (f"{fmt(bandwidth)} GB/s" if bandwidth else "-"), fmt(metrics.get("mbu"), 2)
+    peak = row.get("peak_tflops")
+    return (f"{fmt(peak)} TFLOP/s" if peak else "-"), fmt(metrics.get("mfu"), 2)
 
 
 def headline(row: dict[str, Any], metrics: dict[str, Any]) -> str:
@@ -233,8 +265,9 @@ def summary_markdown(rows: list[dict[str, Any]], skipped: list[dict[str, Any]], 
              "counter (source), `-` where it has none. On a CPU only gpt2 reports tensor bytes: the other workloads' "
              "measured figure is the process's max RSS, so their memory error says nothing of the model.", "",
              "| experiment | workload | config | precision | status | mem pred GB | mem meas GB | reserved GB "
-             "| mem err | step pred s | step meas s | step err | figures | J/step | W | tok/J | energy source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| mem err | step pred s | step meas s | step err | figures | limit | of limit | J/step | W | tok/J "
+             "| energy source |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         m = row["metrics"]
         status = row["status"] if row["status"] == "completed" else f"{row['status']} ({row['failure_class']})"
@@ -244,8 +277,15 @@ def summary_markdown(rows: list[dict[str, Any]], skipped: list[dict[str, Any]], 
                                                else row["peak_mem_gb"]),
             fmt(m.get("peak_reserved_gb")), pct(row["memory_error"]), fmt(row["predicted_step_s"]),
             fmt(row["measured_step_s"] if row["measured_step_s"] is not None else row["step_time_p50_s"]),
-            pct(row["step_error"]), headline(row, m), fmt(m.get("energy_per_step_j")), fmt(m.get("avg_power_w")),
+            pct(row["step_error"]), headline(row, m), *limit_of(row, m), fmt(m.get("energy_per_step_j")),
+            fmt(m.get("avg_power_w")),
             fmt(m.get("tokens_per_j")), f"{row['energy_source']} |"]))
+    reference = meta.get("reference")
+    if reference:
+        lines += ["", f"Reference loop ({reference['what']}): a bare `torch.matmul` loop "
+                  f"{reference['per_step_us']:.1f} us a step, {reference['bare_tflops']:.3g} TFLOP/s; through the "
+                  f"harness, as the gemm runs time it, {reference['paired_ratio']:.3f}x the bare loop's time "
+                  "(benchmarks/bench_harness_overhead.py; the median of paired rounds)."]
     if skipped:
         lines += ["", "Skipped at plan time:", ""]
         lines += [f"- {s['experiment']} {s['workload']} {s['precision']}: {s['skip_reason']}" for s in skipped]
@@ -314,10 +354,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = summary_rows(orch)
     skipped = orch.sql(SKIPPED_QUERY.format(sweep=SWEEP))
+    reference = reference_loop(sizes, args.tiny)
     meta = {"date": stamp, "command": " ".join(["python", "benchmarks/device_check.py", *(argv or sys.argv[1:])]),
             "device": device, "site": site, "wall_s": time.monotonic() - began,
             "completed": sum(r["status"] == "completed" for r in rows),
-            "failed": sum(r["status"] != "completed" for r in rows)}
+            "failed": sum(r["status"] != "completed" for r in rows), "reference": reference}
     text = summary_markdown(rows, skipped, meta)
     (out / "summary.md").write_text(text)
     print(text)
@@ -329,6 +370,21 @@ def main(argv: list[str] | None = None) -> int:
         log(f"no completed run of: {', '.join(missing)} (see {out / 'orch-run.txt'} and state/runs/)")
         return 1
     return 0 if run.returncode == 0 else 1
+
+
+def reference_loop(sizes: Sizes, tiny: bool) -> dict[str, Any] | None:
+    """The check's GEMM (bf16 on the GPU, fp32 tiny) timed by a bare loop and through the harness in
+    this process, after every run has ended (nothing else on the device)."""
+    from benchmarks.bench_harness_overhead import measure
+
+    device, precision, n = ("cpu", "fp32", sizes.gemm) if tiny else ("cuda", "bf16", sizes.gemm)
+    try:
+        figures = measure(n, iters=20, rounds=3, device=device, precision=precision)
+    except Exception as exc:  # noqa: BLE001  # the check's other figures stand without it
+        log(f"reference loop failed: {exc}")
+        return None
+    return {**figures, "what": f"{n}^3 {precision} on {device}",
+            "bare_tflops": 2 * n**3 / (figures["per_step_us"] * 1e-6) / 1e12}
 
 
 def _table(text: str) -> str:

@@ -22,6 +22,13 @@ Figures (definitions in db/glossary_metrics.yaml; perf-model.md, study D):
 - ``prefill_tflops`` = 2 x parameters x prompt tokens (+ attention 2 x 2 x layers x s^2/2 x
   hidden per request) / prefill time; ``prefill_mfu`` = that / (devices x --peak-tflops).
 
+Decoding (``--decode``): ``static`` (the default) runs gpt-fast's static-KV-cache step
+(``workloads/models/llama.py``), compiled by ``--compile`` (``auto``: on one CUDA device, where it is also
+captured as a CUDA graph, ``mode="reduce-overhead"``; off elsewhere) so that a step is not bound by
+launching its kernels; ``plain`` reads the cache up to the current position, eager, step by step.
+Both give the same tokens. Compiling happens in an untimed first iteration (``compile_s``, its wall
+time), never in a timed one.
+
 Backends: ``builtin`` (this file; the default and the one the tests run) or ``vllm`` (vLLM's
 offline engine with dummy weights, ``load_format="dummy"``, when vLLM is installed).
 """
@@ -30,13 +37,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
 from workloads.harness import Refused, Session, run_workload
-from workloads.harness.timing import percentile
+from workloads.harness.timing import first_step_time, percentile
 from workloads.models.llama import SIZES, Llama, LlamaConfig, kv_bytes_per_token, num_params
+
+Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 BACKENDS = ("builtin", "vllm")
 
@@ -92,15 +101,23 @@ def _builtin(session: Session) -> dict[str, Any]:
     gen = torch.Generator(device="cpu").manual_seed(1000 + args.seed)
     prompts = torch.randint(0, cfg.vocab_size, (batch, s_in), generator=gen).to(session.device.torch_device)
     dev = session.device
+    compiled = compiles(args.compile, dev.type, tp)
+    decode = decoder(model, args.decode, compiled, args.compile_backend, dev.type)
+    first_position = torch.tensor([s_in], device=dev.torch_device)
 
     def serve(clock: Any) -> None:
         """One iteration: prefill, then decode; ``clock`` marks prefill end and each decode step."""
         token = model(prompts, 0).argmax(-1, keepdim=True)
         clock.lap()
-        for position in range(s_in, s_in + s_out - 1):
-            token = model(token, position).argmax(-1, keepdim=True)
+        position = first_position.clone()  # on the device: the next step's position, moved there
+        for _ in range(s_out - 1):
+            token = decode(token, position)
+            position += 1
             clock.lap()
 
+    compile_s = None
+    if compiled:
+        compile_s = session.max_all(first_step_time(dev, lambda: serve(_NoClock())))  # untimed
     for _ in range(args.warmup):
         serve(_NoClock())
     prefill_times: list[float] = []
@@ -144,6 +161,8 @@ def _builtin(session: Session) -> dict[str, Any]:
         "input_len": s_in,
         "output_len": s_out,
     }
+    if compile_s is not None:
+        figures["compile_s"] = compile_s
     if tpots:
         figures.update({
             "tpot_s": statistics.fmean(tpots),
@@ -163,6 +182,40 @@ def _builtin(session: Session) -> dict[str, Any]:
 class _NoClock:
     def lap(self) -> None:
         pass
+
+
+DECODES = ("static", "plain")
+
+
+def compiles(setting: str, device_type: str, ranks: int = 1) -> bool:
+    """Whether ``--compile`` (auto | true | false) compiles the decode step. auto: on one CUDA
+    device (a tensor-parallel step's all-reduce inside a captured graph has not run on a GPU here)."""
+    if setting not in ("auto", "true", "false"):
+        raise Refused(f"--compile {setting!r}: expected auto, true or false")
+    return device_type == "cuda" and ranks == 1 if setting == "auto" else setting == "true"
+
+
+def decoder(model: Llama, how: str, compiled: bool, backend: str, device_type: str) -> Step:
+    """The decode step, ``(token (b, 1), position (1,)) -> next token (b, 1)``, as ``--decode`` and
+    ``--compile`` ask: the plain step reads the position back to the host each step (eager only);
+    the static one keeps it on the device, compiled whole (fullgraph: a graph break would leave it
+    launch-bound again) and, on CUDA with inductor, replayed as a CUDA graph."""
+    if how not in DECODES:
+        raise Refused(f"--decode {how!r}: expected one of {', '.join(DECODES)}")
+    if how == "plain":
+        if compiled:
+            raise Refused("--decode plain runs eager (its shapes change every step); --decode static compiles")
+        return lambda token, position: model(token, int(position)).argmax(-1, keepdim=True)
+
+    def static(token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        return model.step(token, position).argmax(-1, keepdim=True)
+
+    if not compiled:
+        return static
+    mode = "reduce-overhead" if device_type == "cuda" and backend == "inductor" else None
+    step = torch.compile(static, fullgraph=True, backend=backend, mode=mode)
+    # A CUDA graph's output is overwritten by its next replay: the token is copied out of it.
+    return lambda token, position: step(token, position).clone()
 
 
 def _vllm(session: Session) -> dict[str, Any]:

@@ -618,6 +618,13 @@ register(
             Param("output_len", int, 128, "generated tokens per request"),
             Param("backend", str, "builtin", "builtin (this program) | vllm (vLLM offline engine, dummy weights)",
                   ("builtin", "vllm")),
+            Param("decode", str, "static", "static (gpt-fast's static KV cache: fixed shapes, compiled and, on "
+                  "CUDA, replayed as a CUDA graph) | plain (the cache read up to the position, eager)",
+                  ("static", "plain")),
+            Param("compile", str, "auto", "torch.compile the static decode step: auto (on CUDA only) | true | "
+                  "false", ("auto", "true", "false")),
+            Param("compile_backend", str, "inductor", "torch.compile backend (inductor; aot_eager checks the "
+                  "graph without generating code)", ("inductor", "aot_eager", "eager")),
             Param("peak_bandwidth_gbs", float, 0.0, "peak memory bandwidth of one device in GB/s for MBU "
                   "(0: MBU not reported; the inference view computes it from the site profile)"),
             Param("seed", int, 0, "seed of the random weights and prompts"),

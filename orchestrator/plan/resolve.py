@@ -90,13 +90,14 @@ class Resolved:
 def workload_args(spec: RunSpec, site: SiteProfile, metrics_path: str) -> list[str]:
     """The workload's command-line arguments for this run (values are quoted later)."""
     return _workload_args(spec, registry.get(spec.workload), site.device.type, site.peak(spec.precision),
-                          metrics_path, {})
+                          metrics_path, {}, site.device.bandwidth_gbs)
 
 
 def _workload_args(spec: RunSpec, workload: Workload, device_type: str, peak: float | None, metrics_path: str,
-                   flags: dict[tuple[str, str], str]) -> list[str]:
+                   flags: dict[tuple[str, str], str], bandwidth_gbs: float | None = None) -> list[str]:
     """:func:`workload_args` with the site's facts looked up already; ``flags`` caches each
-    parameter's command-line flag by (workload, parameter)."""
+    parameter's command-line flag by (workload, parameter). A workload that reports MBU gets the
+    device's peak bandwidth from the profile, unless the sweep sets it."""
     args = ["--precision", spec.precision, "--device", device_type]
     if spec.strategy is not None:
         args += ["--strategy", str(spec.strategy)]
@@ -112,6 +113,9 @@ def _workload_args(spec: RunSpec, workload: Workload, device_type: str, peak: fl
         args += [flag, ("true" if value else "false") if isinstance(value, bool) else str(value)]
     if peak is not None:
         args += ["--peak-tflops", repr(float(peak))]
+    if (bandwidth_gbs is not None and workload.param("peak_bandwidth_gbs") is not None
+            and all(name != "peak_bandwidth_gbs" for name, _ in spec.params)):
+        args += ["--peak-bandwidth-gbs", repr(float(bandwidth_gbs))]
     args += ["--output", metrics_path]
     return args
 
@@ -713,7 +717,7 @@ class SiteResolver:
             launcher = get_launcher("single")
         tasks_per_node = 1 if launcher.single_process else devices_per_node
         peak = site.peak(spec.precision)
-        args = _workload_args(spec, workload, device.type, peak, metrics_path, self._flags)
+        args = _workload_args(spec, workload, device.type, peak, metrics_path, self._flags, device.bandwidth_gbs)
         request = LaunchRequest(python=self.python, module=workload.module,
                                 args=_with_devices_param(args, spec, workload) if one_process else args,
                                 nodes=nodes, tasks_per_node=tasks_per_node,

@@ -377,6 +377,8 @@ def _check_value(doc: YamlDocument, loc: Loc, axis: str, value: Any, workload: W
     else:
         param = workload.param(axis)
         assert param is not None
+        if isinstance(value, bool) and param.type is str and param.choices is not None and "true" in param.choices:
+            value = "true" if value else "false"  # a tri-state (auto | true | false) written as a YAML bool
         ok = {
             int: isinstance(value, int) and not isinstance(value, bool),
             float: isinstance(value, (int, float)) and not isinstance(value, bool),

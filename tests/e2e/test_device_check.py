@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.device_check import GEMM_PRECISIONS, STRATEGIES, WORKLOADS
+from benchmarks.device_check import CHECKPOINTED, TINY, WORKLOADS
 from tests.conftest import REPO
 
 
@@ -48,13 +48,13 @@ def test_tiny_device_check_fills_one_folder(tmp_path: Path) -> None:
     assert {w for w, _, _ in done} == set(WORKLOADS)
     # gpt2 under each strategy, with and without activation checkpointing, and at two sizes.
     gpt2 = {(s, p["activation_checkpointing"]) for w, s, p in done if w == "gpt2"}
-    assert gpt2 == {(s, c) for s in STRATEGIES for c in ("none", "full")}
+    assert gpt2 == {(s, c) for s in CHECKPOINTED for c in ("none", "full")}
     assert len({p["model"] for w, _, p in done if w == "gpt2"}) == 2
     assert len({p["concurrency"] for w, _, p in done if w == "llm_inference"}) >= 2
     # GEMM: what the CPU has ran, what it lacks was skipped at plan time with the reason.
     ran = {r[0] for r in db.execute("SELECT precision FROM results WHERE workload = 'gemm'")}
     skipped = dict(db.execute("SELECT precision, skip_reason FROM runs WHERE workload = 'gemm' AND status = 'skipped'"))
-    assert ran | set(skipped) == set(GEMM_PRECISIONS) and ran == {"fp32", "bf16"}
+    assert ran | set(skipped) == set(TINY.gemm_precisions) and ran == {"fp32", "bf16"}
     assert all("not supported" in reason for reason in skipped.values()), skipped
 
     # Predictions beside measurements: every gpt2 run has both, memory within 10% on CPU (traced).
@@ -75,6 +75,10 @@ def test_tiny_device_check_fills_one_folder(tmp_path: Path) -> None:
     assert "zero2 +ckpt" in summary and "fsdp-full +ckpt" in summary
     assert "precision fp8 not supported" in summary
     assert "| rapl |" in summary
+    # Each figure beside its limit (the profile's peak, MFU; the bandwidth, MBU: `local` states
+    # neither, so "-"), and the reference loop.
+    assert "| figures | limit | of limit |" in summary and "Reference loop (64^3 fp32 on cpu)" in summary
+    assert "tiny 1 plain" in summary and "tiny 4 static" in summary
     assert summary in proc.stdout  # printed as well as written
     assert "prediction_error" in proc.stdout and "calibrate" in proc.stdout
 
@@ -94,8 +98,11 @@ def test_the_gpu_check_plans_on_both_systems(tmp_path: Path) -> None:
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs = json.loads(proc.stdout)["runs"]
-        assert len(runs) == 18 and all(r["status"] == "planned" for r in runs), [r["reason"] for r in runs]
-        assert {r["precision"] for r in runs if r["workload"] == "gemm"} == set(GEMM_PRECISIONS)
+        assert len(runs) == 21 and all(r["status"] == "planned" for r in runs), [r["reason"] for r in runs]
+        assert {r["precision"] for r in runs if r["workload"] == "gemm"} == set(GPU.gemm_precisions)
         gpt2 = [r for r in runs if r["workload"] == "gpt2"]
-        assert len(gpt2) == 8 and all(r["mem_from"].startswith("trace") and r["step_s"] for r in gpt2), gpt2
+        assert len(gpt2) == 13 and all(r["mem_from"].startswith("trace") and r["step_s"] for r in gpt2), gpt2
+        # The compiled and eager pairs, gpt2-xl under every strategy (issue 50's round 2).
+        assert sum("compile=true" in r["params"] for r in gpt2) == 2
+        assert {r["experiment"] for r in gpt2 if "gpt2-xl" in r["params"]} >= {"gpt2-strategies", "gpt2-compiled"}
         assert max(r["mem_gb"] for r in gpt2) < 80  # gpt2-xl under ddp fits the H100's 80 GB

@@ -37,6 +37,11 @@ def test_inference_view_by_hand(workdir: Path) -> None:
     rows = json.loads(run_orch("sql", "-f", "json", "SELECT * FROM inference ORDER BY devices, concurrency",
                                cwd=workdir, check=True).stdout)
     assert [(r["devices"], r["concurrency"]) for r in rows] == [(1, 1), (1, 4), (2, 1), (2, 4)]
+    # The profile's bandwidth reaches the program too, so its own metrics file carries MBU.
+    scripts = sorted(workdir.glob(".orch/**/job.sh"))
+    assert len(scripts) == 4 and all("--peak-bandwidth-gbs 20.0 " in s.read_text() for s in scripts)
+    files = [json.loads(p.read_text()) for p in workdir.glob(".orch/**/metrics.json")]
+    assert len(files) == 4 and all(f["metrics"]["mbu"] is not None for f in files)
     for r in rows:
         assert r["model"] == "tiny" and r["input_len"] == 32 and r["output_len"] == 6
         assert r["peak_bandwidth_gbs"] == 20.0

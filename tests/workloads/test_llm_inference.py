@@ -5,13 +5,15 @@ vLLM backend refuses plainly where vLLM is not installed."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from tests.workloads.workload_helpers import load_valid, run_module
+from workloads.harness import Refused
 from workloads.harness.livebytes import LiveBytes
-from workloads.llm_inference import build_model, decode_bytes, prefill_flops
+from workloads.llm_inference import build_model, compiles, decode_bytes, decoder, prefill_flops
 from workloads.models.llama import SIZES, Llama, kv_bytes_per_token, num_params
 
 
@@ -107,3 +109,52 @@ def test_the_model_is_made_in_its_dtype_never_in_fp32_first() -> None:
     assert weights == 2 * num_params(cfg)
     assert live.peak <= 1.1 * weights, (live.peak, weights)
     assert torch.get_default_dtype() == torch.float32  # put back for whatever runs next
+
+
+def _generate(model: Llama, prompts: torch.Tensor, new: int, step: Any) -> torch.Tensor:
+    """Greedy tokens after ``prompts``: the prefill, then ``new - 1`` steps of ``step``."""
+    model.allocate(prompts.shape[0], prompts.shape[1] + new)
+    token = model(prompts, 0).argmax(-1, keepdim=True)
+    tokens, position = [token], torch.tensor([prompts.shape[1]])
+    for _ in range(new - 1):
+        token = step(token, position)
+        position += 1
+        tokens.append(token)
+    return torch.cat(tokens, dim=1)
+
+
+@pytest.mark.parametrize("how", ["static-eager", "static-compiled"])
+def test_static_cache_decoder_gives_the_plain_decoders_tokens(how: str) -> None:
+    """gpt-fast's static KV cache (whole cache read under a mask, the position a device tensor) must
+    decode exactly what the plain cache does, grouped-query heads included (tiny: 4 heads, 2 kv);
+    compiled whole (fullgraph: no graph break, the cache mutated in place through AOT autograd)."""
+    torch.manual_seed(0)
+    model = Llama(SIZES["tiny"]).eval()
+    prompts = torch.randint(0, 256, (3, 10))
+    plain = _generate(model, prompts, 12, decoder(model, "plain", False, "inductor", "cpu"))
+    static = decoder(model, "static", how == "static-compiled", "aot_eager", "cpu")
+    assert torch.equal(_generate(model, prompts, 12, static), plain)
+    assert plain.shape == (3, 12)
+
+
+def test_decode_settings_are_checked() -> None:
+    assert compiles("auto", "cuda") and not compiles("auto", "cpu") and not compiles("auto", "cuda", ranks=2)
+    assert compiles("true", "cpu") and not compiles("false", "cuda")
+    model = Llama(SIZES["tiny"]).eval()
+    with pytest.raises(Refused, match="--decode plain runs eager"):
+        decoder(model, "plain", True, "inductor", "cpu")
+    with pytest.raises(Refused, match="expected one of static, plain"):
+        decoder(model, "ragged", False, "inductor", "cpu")
+
+
+def test_a_compiled_static_run_reports_its_compile_time_apart_and_its_mbu(tmp_path: Path) -> None:
+    out = tmp_path / "m.json"
+    run_module("workloads.llm_inference", ["--model", "tiny", "--concurrency", "2", "--input-len", "8",
+                                           "--output-len", "4", "--warmup", "0", "--iters", "2",
+                                           "--compile", "true", "--compile-backend", "aot_eager",
+                                           "--peak-bandwidth-gbs", "10", "--output", str(out)])
+    doc = load_valid(out)
+    m = doc["metrics"]
+    assert m["compile_s"] > 0  # the compiling iteration ran apart: --warmup 0 still times 2 whole ones
+    assert len(doc["timing"]["step_times_s"]) == 2
+    assert m["mbu"] == pytest.approx(m["decode_bandwidth_gbs"] / 10)

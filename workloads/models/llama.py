@@ -7,6 +7,18 @@ Attention: rotary position embedding on q and k, grouped-query attention (n_kv_h
 heads shared by n_head / n_kv_head query heads), keys and values appended to a preallocated
 cache so a decode step reads the cache instead of recomputing the prefix.
 
+Two ways to decode (``forward`` for the prompt in both):
+- ``forward(ids, start)``: the plain one. The cache is read up to the current position, so every
+  step has other shapes: simple, but on a GPU each of the step's few hundred small kernels is
+  launched from Python, and a batch-1 step of a 7B model took 26.9 ms on an H200 where reading its
+  weights takes 2.8 ms (benchmarks/RESULTS.md, 2026-11-27).
+- ``step(token, position)``: gpt-fast's static KV cache. The position is a device tensor and every
+  step attends over the whole preallocated cache under a mask, so all shapes are fixed: the step can
+  be compiled (``torch.compile``) and, on CUDA, captured once as a CUDA graph and replayed
+  (``mode="reduce-overhead"``), which removes the launches. The masked positions still cost the
+  reads of the whole cache (the price of static shapes). Both give the same tokens
+  (tests/workloads/test_llm_inference.py).
+
 Tensor parallel over ``tp`` ranks: each rank holds n_head / tp query heads, n_kv_head / tp
 key/value heads (at least one) and ffn / tp of the MLP; the attention output and MLP down
 projections are row-parallel, followed by one all-reduce each. Embedding and output head are
@@ -14,6 +26,8 @@ replicated. Weights are random: speed does not depend on their values.
 """
 
 from __future__ import annotations
+
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -55,13 +69,34 @@ class Attention(nn.Module):
         self.q = nn.Linear(cfg.n_embd, self.heads * self.head_dim, bias=False)  # column-parallel
         self.kv = nn.Linear(cfg.n_embd, 2 * self.kv_heads * self.head_dim, bias=False)
         self.o = nn.Linear(self.heads * self.head_dim, cfg.n_embd, bias=False)  # row-parallel
-        self.cache_k: torch.Tensor | None = None
-        self.cache_v: torch.Tensor | None = None
+        # Buffers, so that a compiled step mutates them in place (and a CUDA graph keeps their addresses).
+        self.cache_k: torch.Tensor | None
+        self.cache_v: torch.Tensor | None
+        self.register_buffer("cache_k", None, persistent=False)
+        self.register_buffer("cache_v", None, persistent=False)
 
     def allocate(self, batch: int, length: int, device: torch.device, dtype: torch.dtype) -> None:
+        # Zeros, not empty: the static step reads every position, and a masked position whose value
+        # is NaN would still poison the output (0 x NaN).
         shape = (batch, self.kv_heads, length, self.head_dim)
-        self.cache_k = torch.empty(shape, device=device, dtype=dtype)
-        self.cache_v = torch.empty(shape, device=device, dtype=dtype)
+        self.cache_k = torch.zeros(shape, device=device, dtype=dtype)
+        self.cache_v = torch.zeros(shape, device=device, dtype=dtype)
+
+    def step(self, x: torch.Tensor, position: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+             mask: torch.Tensor) -> torch.Tensor:
+        """One decode token per request (x: b, 1, h) at ``position`` (a 1-element device tensor),
+        attending over the whole cache under ``mask`` (1, length): fixed shapes throughout."""
+        b = x.shape[0]
+        q = self.q(x).view(b, 1, self.heads, self.head_dim).transpose(1, 2)
+        k, v = self.kv(x).view(b, 1, 2, self.kv_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        assert self.cache_k is not None and self.cache_v is not None, "allocate() the cache first"
+        self.cache_k.index_copy_(2, position, k)
+        self.cache_v.index_copy_(2, position, v)
+        # enable_gqa: the kv heads serve their query groups inside the kernel, with no copy of the cache.
+        y = F.scaled_dot_product_attention(q, self.cache_k, self.cache_v, attn_mask=mask,
+                                           enable_gqa=self.kv_heads != self.heads)
+        return self.o(y.transpose(1, 2).reshape(b, 1, self.heads * self.head_dim))
 
     def forward(self, x: torch.Tensor, start: int, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
@@ -92,6 +127,14 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, start: int, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.reduce(self.attn(self.attn_norm(x), start, cos, sin))
+        return self.mlp(x)
+
+    def step(self, x: torch.Tensor, position: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+             mask: torch.Tensor) -> torch.Tensor:
+        x = x + self.reduce(self.attn.step(self.attn_norm(x), position, cos, sin, mask))
+        return self.mlp(x)
+
+    def mlp(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
         return x + self.reduce(self.down(F.silu(gate) * up))
 
@@ -123,6 +166,7 @@ class Llama(nn.Module):
         self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.cos: torch.Tensor | None = None
         self.sin: torch.Tensor | None = None
+        self.slots: torch.Tensor | None = None  # 0 .. length-1: the cache's positions
 
     def allocate(self, batch: int, length: int) -> None:
         """The KV cache for ``batch`` requests of up to ``length`` tokens, and the rotary tables."""
@@ -132,6 +176,7 @@ class Llama(nn.Module):
         for block in self.blocks:
             block.attn.allocate(batch, length, weight.device, weight.dtype)  # type: ignore[union-attr,operator]
         self.cos, self.sin = rotary_tables(self.cfg, weight.device)
+        self.slots = torch.arange(length, device=weight.device)
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, start: int) -> torch.Tensor:
@@ -143,3 +188,15 @@ class Llama(nn.Module):
         for block in self.blocks:
             x = block(x, start, cos, sin)
         return self.head(self.norm(x[:, -1:]))[:, 0]
+
+    @torch.inference_mode()
+    def step(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        """Logits for one new token per request (token: b, 1) at ``position`` (a 1-element device
+        tensor): the static-cache decode step, whose shapes never change (module docstring)."""
+        assert self.cos is not None and self.sin is not None and self.slots is not None
+        cos, sin = self.cos[position], self.sin[position]
+        mask = (self.slots <= position).unsqueeze(0)  # (1, length): the prefix and the new token
+        x = self.embed(token)
+        for block in self.blocks:
+            x = cast(Block, block).step(x, position, cos, sin, mask)
+        return self.head(self.norm(x))[:, 0]

@@ -18,6 +18,18 @@ DS_PREFETCH_ELEMENTS = 5e7
 # ZeRO-3 fetches parameters per submodule as its hooks fire (partitioned_param_coordinator.py):
 # a GPT layer's four Linear and two LayerNorm modules, one all-gather each.
 DS_FETCHES_PER_LAYER = 6
+# What sharding costs beside the collectives' bytes, which one device pays too (issue 50: on one
+# H200, gpt2-medium's step took 40-57 ms more under FSDP2 and 63-82 ms more under ZeRO-2 than under
+# DDP, where the model predicted no difference). Per FSDP unit (a block, and the root) and per
+# all-gather or reduce-scatter call: FSDP2's copy-in/copy-out, its stream waits and hooks.
+# Per parameter tensor and gradient reduction under DeepSpeed ZeRO-1/2: its per-parameter backward
+# hook, the copy into the reduction bucket and the partition's bookkeeping. Fitted by
+# benchmarks/sharding_cost.py on the 2026-11-27 H200 rows (gpt2-medium, with and without
+# checkpointing) alone; the 2026-11-28 rows check them (the same shapes: a repeat, not a held-out
+# source), and gpt2-xl under every strategy is predicted before it runs (benchmarks/RESULTS.md).
+# ZeRO-3's fetch per submodule has no one-device measurement: it takes FSDP's call cost as its prior.
+FSDP_CALL_S = 0.00063
+DS_PARAM_S = 0.00028
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,12 @@ class ModelShape:
         # GPT-2 (workloads/flops.transformer_layer_params, 12h^2 + 13h at the defaults): q, k, v, o
         # and the two MLP matrices with their biases, two LayerNorms (scale and shift)
         return 2 * h * h + 2 * h * kv + 2 * h * f + (h + 2 * kv) + h + f + h + 4 * h
+
+    @property
+    def layer_tensors(self) -> int:
+        """Parameter tensors of one layer: GPT-2's twelve (q/k/v, o, two MLP matrices, each with its
+        bias, two LayerNorms' scale and shift); a Llama layer's nine (q, k, v, o, gate, up, down, two norms)."""
+        return 9 if self.gated else 12
 
     @property
     def embedding_params(self) -> int:
@@ -322,6 +340,7 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
             dp_exposed = max(bucket, reduce / 2 - backward_window) + reduce / 2
         else:
             dp_exposed = max(bucket, reduce - backward_window)
+    dp_exposed += _sharding_host(shape, layout, machine, layers, m, n_local, act, passes)
     # Optimizer (AdamW): a pass over fp32 parameters (r/w), gradients (r), two moments (r/w).
     shard = n_local / (d if layout.zero >= 1 else 1)
     optimizer = _op(machine, 0.0, shard * (8 + 4 + 16), peak) + 6 * machine.efficiency.op_overhead_us * 1e-6
@@ -331,6 +350,32 @@ def _step_time(shape: ModelShape, layout: Layout, machine: Machine, precision: s
                      tp_comm_s=m * layers * tp_comm, cp_comm_s=m * layers * cp_comm, pp_comm_s=pp_total,
                      bubble_s=bubble, dp_comm_exposed_s=dp_exposed, optimizer_s=optimizer, overhead_s=overhead,
                      micro_batches=m, micro_batch=mb, global_batch=global_batch)
+
+
+def _sharding_host(shape: ModelShape, layout: Layout, machine: Machine, layers: int, m: int, n_local: float,
+                   act: int, passes: float) -> float:
+    """What a sharded strategy costs beyond its collectives' bytes, on any number of devices
+    (:data:`FSDP_CALL_S`, :data:`DS_PARAM_S`): calls and copies that one device pays too.
+
+    FSDP2 (fsdp-full: each unit gathered in the forward and again in the backward of every
+    micro-batch; fsdp-grad-op: once per micro-batch, kept through its backward) and its one
+    reduce-scatter per unit at the accumulation boundary; each gather copies the unit's fp32 shard
+    into a 16-bit buffer and out into the parameters (4 + 3 x act bytes a parameter), each
+    reduce-scatter the gradients in and, in fp32, out (3 x act + 8). DeepSpeed ZeRO-1/2: a cost per
+    parameter tensor per reduction (ZeRO-2 every micro-batch, ZeRO-1 once). ZeRO-3: a call per
+    submodule fetch (forward, backward and the recomputed forward)."""
+    if layout.zero == 0:
+        return 0.0
+    units = layers + 1  # every block, and the root (embeddings, final norm, head)
+    deepspeed = layout.strategy.startswith("zero")
+    if not deepspeed:
+        gathers = units * m * (2 if layout.zero == 3 else 1)
+        copies = gathers * (4 + 3 * act) * n_local / units + (3 * act + 8) * n_local
+        return (gathers + units) * FSDP_CALL_S + _op(machine, 0.0, copies, 1.0)
+    if layout.zero == 3:
+        return m * (passes - 1.0) * layers * DS_FETCHES_PER_LAYER * FSDP_CALL_S
+    tensors = layers * shape.layer_tensors + 4  # the token and position embeddings, the final norm's two
+    return tensors * (m if layout.zero == 2 else 1) * DS_PARAM_S
 
 
 def step_seconds(shape: ModelShape, layout: Layout, machine: Machine, *, precision: str, batch_size: int,
