@@ -69,6 +69,11 @@ from orchestrator.cli.predict import predict as _predict  # noqa: E402
 
 app.command("predict")(_predict)
 app.command("calibrate")(_calibrate)
+# Repeated campaigns and their change points (orchestrator/cli/regressions.py).
+from orchestrator.cli import regressions as _regressions  # noqa: E402
+
+app.command("again")(_regressions.again)
+app.command("regressions")(_regressions.regressions)
 # Following past logout (orchestrator/cli/follow.py).
 from orchestrator.cli.follow import follow_app  # noqa: E402
 
