@@ -14,7 +14,9 @@ epoch 30% slow: a slow node). Printed per case:
 - detected: share of stepped histories where, over the whole history, a downward change is
   reported within 2 epochs of the step (threshold: any epoch at or after the step flagged);
 - delay: the detector run each epoch as the history grows (as a nightly job does), the epochs
-  after the step until it first reports the step: median, and the share found within 3 epochs.
+  after the first slow one until it first reports the step (0: found the night of the first slow
+  epoch, 3: the night of the third epoch after it, four slow epochs in): median, and the share
+  found within 3 epochs (delay <= 3). A step not found 6 epochs after it counts as missed.
 """
 
 from __future__ import annotations
@@ -52,16 +54,16 @@ def orch_found(points: list[float], at: int) -> bool:
 
 
 def orch_delay(points: list[float], at: int) -> int | None:
-    for after in range(1, min(len(points) - at, 6) + 1):  # found later than 6 epochs: counted as missed
-        if orch_found(points[:at + after], at):
-            return after
+    for delay in range(0, min(len(points) - at - 1, 6) + 1):
+        if orch_found(points[:at + delay + 1], at):
+            return delay
     return None
 
 
 def threshold_delay(points: list[float], at: int) -> int | None:
     for i in range(at, len(points)):
         if points[i] < THRESHOLD * REFERENCE:
-            return i - at + 1
+            return i - at
     return None
 
 

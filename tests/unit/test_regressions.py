@@ -87,6 +87,14 @@ def test_fail_on_regression_exits_1_only_when_a_series_got_worse(tmp_path: Path)
     assert "script + export MKL_ENABLE_INSTRUCTIONS=SSE4_2" in found["what_changed"]
     assert [r["run_id"] for r in found["runs_after"]] == ["runb"]
 
+    # The report draws it: the figure, its change and what changed written under it.
+    page = tmp_path / "report.html"
+    assert run_orch("--db", worse, "report", "-o", str(page), cwd=tmp_path).returncode == 0
+    html = page.read_text()
+    assert "Regression: gemm on local" in html and "change (-50" in html
+    assert "what changed from epoch 4 to 5: profile_hash: p1 -&gt; p2" in html
+    assert "script + export MKL_ENABLE_INSTRUCTIONS=SSE4_2" in html
+
     steady = _history(tmp_path / "steady.db", slow_from=None)
     proc = run_orch("--db", steady, "regressions", "--fail-on", "regression", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
