@@ -19,6 +19,7 @@ detection on synthetic histories and is where the constants below were chosen.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -82,7 +83,9 @@ def change_points(values: Sequence[float], penalty: float = PENALTY, alpha: floa
     out: list[Change] = []
     for i in range(1, len(bounds) - 1):
         left, right = clipped[bounds[i - 1]:bounds[i]], clipped[bounds[i]:bounds[i + 1]]
-        p_value = float(stats.ttest_ind(left, right, equal_var=True).pvalue)
+        with warnings.catch_warnings():  # two segments of (nearly) equal points: scipy warns, the p-value stands
+            warnings.simplefilter("ignore", RuntimeWarning)
+            p_value = float(stats.ttest_ind(left, right, equal_var=True).pvalue)
         if not p_value < alpha:
             continue
         out.append(Change(index=bounds[i], before=math.exp(float(left.mean())), after=math.exp(float(right.mean())),
