@@ -63,8 +63,9 @@ def _series_text(series: dict[str, object]) -> str:
 def regressions(
     ctx: typer.Context,
     sweep: Annotated[Optional[str], typer.Option("--sweep", help="Only series of this sweep.")] = None,
-    metric: Annotated[Optional[str], typer.Option("--metric", help="The figure to follow (default: each series' "
-                                                  "headline: tokens_per_s, samples_per_s, tflops or bandwidth_gbs).")]
+    metric: Annotated[Optional[str], typer.Option(
+        "--metric", help="The figure to follow (default: each series' headline: its median-step rate, "
+        "tokens_per_s_median, samples_per_s_median or tflops_median, else tflops or bandwidth_gbs).")]
     = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a change point of this kind is found "
                                             "(regression: worse; change: either way).")] = FailOn.never,

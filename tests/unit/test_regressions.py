@@ -101,3 +101,13 @@ def test_fail_on_regression_exits_1_only_when_a_series_got_worse(tmp_path: Path)
     assert "no change points" in proc.stdout
     # Without --fail-on a regression is reported, not failed on.
     assert run_orch("--db", worse, "regressions", cwd=tmp_path).returncode == 0
+
+
+def test_the_retry_policy_counts_the_attempts_of_one_epoch() -> None:
+    """An epoch's first attempt is the run's third (two epochs before it): a sweep allowing two
+    attempts still retries it once, and not twice."""
+    from orchestrator.states import RunState
+
+    run = Run(retry_on='["timeout"]', max_attempts=2, epoch=3, epoch_first_attempt=3)
+    assert run.status_after_failure(3, "timeout") == RunState.RETRY
+    assert run.status_after_failure(4, "timeout") == RunState.FAILED

@@ -13,8 +13,11 @@ from sqlalchemy import Engine, select
 from orchestrator.results.db.models import Attempt, Environment, Metrics, Run, ScriptText
 from orchestrator.states import AttemptState
 
-# The headline figure of a series when none is asked for: the first one its rows have.
-HEADLINE = ("tokens_per_s", "samples_per_s", "tflops", "bandwidth_gbs")
+# The headline figure of a series when none is asked for: the first one its rows have. The rates
+# from the median step come first: one step stalled by a neighbour moves a total-based rate, not
+# them, and a regression is a change of the machine, not of one step.
+HEADLINE = ("tokens_per_s_median", "tokens_per_s", "samples_per_s_median", "samples_per_s", "tflops_median",
+            "tflops", "bandwidth_gbs")
 # Figures where less is better; for every other one (throughputs) more is.
 LOWER_IS_BETTER = frozenset({"step_time_s", "step_time_p50_s", "step_time_p90_s", "epoch_time_s", "timed_time_s",
                              "peak_mem_gb", "elapsed_s"})
