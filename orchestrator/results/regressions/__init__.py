@@ -20,13 +20,14 @@ from sqlalchemy import Engine
 
 from orchestrator.errors import UserError
 from orchestrator.results.regressions.changes import what_changed
-from orchestrator.results.regressions.detect import change_points
+from orchestrator.results.regressions.detect import MIN_SIZE, change_points
 from orchestrator.results.regressions.history import (
     FIGURES,
     HEADLINE,
     LOWER_IS_BETTER,
     SERIES_KEY,
     Observation,
+    epochs,
     observations,
     scripts,
 )
@@ -105,6 +106,8 @@ def find_regressions(engine: Engine, sweep: str | None = None, metric: str | Non
     if metric is not None and metric not in FIGURES:
         raise UserError(f"--metric {metric}: not a figure a series can follow; expected one of "
                         f"{', '.join(sorted(FIGURES))}")
+    if epochs(engine, sweep) < 2 * MIN_SIZE:  # too short a history for any change point: no query
+        return []
     rows = observations(engine, sweep)
     findings: list[Finding] = []
     for key, series_rows in _series(rows).items():

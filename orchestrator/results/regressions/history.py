@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from orchestrator.results.db.models import Attempt, Environment, Metrics, Run, ScriptText
 from orchestrator.states import AttemptState
@@ -57,6 +57,15 @@ def _provenance(row: Any) -> dict[str, str]:
         if value is not None:
             out[name] = str(value)
     return out
+
+
+def epochs(engine: Engine, sweep: str | None = None) -> int:
+    """The most epochs any run (of ``sweep``) has: a series cannot be longer."""
+    query = select(func.max(Run.epoch))
+    if sweep:
+        query = query.where(Run.sweep == sweep)
+    with engine.connect() as connection:
+        return int(connection.scalar(query) or 0)
 
 
 def observations(engine: Engine, sweep: str | None = None) -> list[Observation]:
