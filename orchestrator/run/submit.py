@@ -18,8 +18,9 @@ from typing import Any, Callable
 from sqlalchemy import CursorResult, delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from orchestrator import __version__
 from orchestrator.plan.runfiles import RunFiles, job_name
-from orchestrator.results.db.models import Attempt, Run
+from orchestrator.results.db.models import Attempt, Run, ScriptText
 from orchestrator.results.db.results import record_results
 from orchestrator.run.executors import Executor, JobRequest, executor_for
 from orchestrator.run.executors.base import SubmitResult
@@ -64,6 +65,7 @@ class Executors:
     def __init__(self, state_dir: Path, sites_dirs: list[Path] | None = None) -> None:
         self.state_dir, self.sites_dirs = state_dir, sites_dirs
         self._by_site: dict[str, Executor] = {}
+        self._profile_hashes: dict[str, str | None] = {}
 
     def for_site(self, site: str, system: str | None = None) -> Executor:
         key = f"{site}:{system}" if system else site
@@ -74,6 +76,19 @@ class Executors:
             self._by_site[key] = executor_for(profile.scheduler, executor_folder(self.state_dir, site),
                                               profile.executor)
         return self._by_site[key]
+
+    def profile_hash(self, site: str, system: str | None = None) -> str | None:
+        """sha256 of the site's profile as it is now (an attempt's provenance); None where it cannot be read."""
+        key = f"{site}:{system}" if system else site
+        if key not in self._profile_hashes:
+            from orchestrator.errors import UserError
+            from orchestrator.sites.fingerprint import fingerprint
+
+            try:
+                self._profile_hashes[key] = fingerprint(key, self.sites_dirs).sha256
+            except (OSError, UserError):
+                self._profile_hashes[key] = None
+        return self._profile_hashes[key]
 
     def calls(self) -> dict[str, int]:
         total: dict[str, int] = {}
@@ -101,8 +116,12 @@ def _archive_old_metrics(run_dir: Path, attempt: int) -> None:
         metrics.rename(metrics.with_name(f"metrics.attempt-{attempt - 1}.json"))
 
 
-def claim(sessions: sessionmaker[Session], run_ids: list[str]) -> list[tuple[Run, Attempt]]:
-    """Claim runs and write the intent (an attempt in ``submitting``); returns what this process won."""
+def claim(sessions: sessionmaker[Session], run_ids: list[str],
+          profile_hash: str | None = None) -> list[tuple[Run, Attempt]]:
+    """Claim runs and write the intent (an attempt in ``submitting``); returns what this process won.
+
+    The attempt keeps what it is submitted with: the run's epoch, its script (by hash, the text
+    stored once in ``scripts``), the site profile's hash and orch's version."""
     won: list[tuple[Run, Attempt]] = []
     with sessions.begin() as session:
         for run_id in run_ids:
@@ -118,7 +137,10 @@ def claim(sessions: sessionmaker[Session], run_ids: list[str]) -> list[tuple[Run
             number = (session.scalar(select(func.max(Attempt.number)).where(Attempt.run_id == run_id)) or 0) + 1
             attempt = Attempt(run_id=run_id, number=number, state=AttemptState.SUBMITTING,
                               scheduler=run.scheduler or "local",
-                              job_name=job_name(run_id, number, secrets.token_hex(3)))
+                              job_name=job_name(run_id, number, secrets.token_hex(3)), epoch=run.epoch or 1,
+                              script_hash=run.script_hash, profile_hash=profile_hash, orch_version=__version__)
+            if run.script_hash and run.script is not None and session.get(ScriptText, run.script_hash) is None:
+                session.add(ScriptText(sha256=run.script_hash, text=run.script))
             session.add(attempt)
             session.flush()
             won.append((run, attempt))
@@ -140,7 +162,7 @@ def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str
         by_target.setdefault((run.site, run.system), []).append(run.id)
     for (site_name, system), ids in by_target.items():
         executor = executors.for_site(site_name, system)
-        claimed = claim(sessions, ids)
+        claimed = claim(sessions, ids, executors.profile_hash(site_name, system))
         if not claimed:
             continue
         requests = []
