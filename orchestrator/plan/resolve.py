@@ -240,17 +240,38 @@ def _memory_need_gb(spec: RunSpec, workload: Workload) -> MemoryNeed:
         return None, None
 
 
+def _queue_takes_whole_nodes(placement: Placement, site: SiteProfile) -> bool:
+    caps = [q.max_devices for q in site.queues_named(placement.queue or "") if q.max_devices]
+    return not caps or min(caps) >= site.device.per_node
+
+
+def asks_whole_nodes(placement: Placement, site: SiteProfile, share: bool) -> bool:
+    """Whether a run on part of an accelerator node asks its scheduler for the whole node, so no
+    other job runs beside what it measures (cores, memory bandwidth, links); not when the sweep
+    says `share: true`, nor where the profile sizes its cores to its devices (cpus_per_device:
+    the script asks for a share of the node), nor where the queue itself is for partial nodes
+    (JADE2's `small`: one GPU a job, nodes shared by design: a whole-node request would wait for
+    ever). CPU "devices" are tasks, one core each already (the sandbox, the local site's ledger)."""
+    devices_per_node = placement.devices_per_node or placement.tasks_per_node
+    return (not share and site.device.is_accelerator and devices_per_node < site.device.per_node
+            and not site.resources.cpus_per_device and _queue_takes_whole_nodes(placement, site))
+
+
 def charged_devices(resolved: Resolved) -> int | None:
     """The devices a centre charges a run for (issue 27: one definition for the plan and the
-    ``cost`` view): a benchmark run on accelerators holds its nodes whole (nothing else may run
-    beside it), so every device of its nodes is charged; CPU processes, and a run that says
-    ``share: true``, are charged for the devices they hold. None for a run with no placement."""
-    placement = resolved.placement
+    ``cost`` view): a run whose script holds its nodes whole (a whole-node request, or a profile
+    whose every job is exclusive) is charged every device of its nodes; a run whose script asks
+    for a share of a node (issue 53: Baskerville's `--cpus-per-gpu`, a `share: true` sweep, a
+    partial-node queue) and CPU processes are charged for the devices they hold. None for a run
+    with no placement."""
+    placement, site = resolved.placement, resolved.site
     if placement is None:
         return None
-    if resolved.site.device.is_accelerator and not resolved.spec.share:
-        return placement.nodes * resolved.site.device.per_node
-    return resolved.spec.devices
+    res = site.resources
+    exclusive_profile = res.exclusive or "excl" in (res.place or "")
+    whole = asks_whole_nodes(placement, site, resolved.spec.share) or (site.device.is_accelerator
+                                                                         and exclusive_profile)
+    return placement.nodes * site.device.per_node if whole else resolved.spec.devices
 
 
 def host_memory_gb() -> float | None:
