@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.results.db.bulk import column_problem, insert_rows
 from orchestrator.results.db.models import Environment, Metrics, MetricSeries, MetricValue, utcnow
-from orchestrator.results.metrics_schema import HEADLINE_METRICS, MetricsFile
+from orchestrator.results.metrics_schema import HEADLINE_METRICS, MetricsFile, nul_path
 from orchestrator.safefile import RefusedFile, open_regular, read_fd
 from orchestrator.states import FailureClass
 
@@ -268,6 +268,10 @@ def storage_problem(metrics: MetricsFile) -> str | None:
         problem = column_problem(_SERIES.name, name)
         if problem is not None:
             return f"series: the name {_clip(name)!r}: {problem}"
+    # Anywhere else in the stored document (params, extra keys): the views read it as JSON.
+    nul = nul_path(metrics.model_dump(by_alias=True, exclude={"metrics", "series"}))
+    if nul is not None:
+        return f"{nul}: holds a NUL character (\\u0000), which PostgreSQL's JSON functions refuse"
     return None
 
 

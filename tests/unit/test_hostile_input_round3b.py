@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.conftest import run_orch, write
 
@@ -30,3 +33,81 @@ def test_a_run_on_a_share_of_a_node_is_charged_its_own_devices(workdir: Path) ->
         seen.add((site, row["devices"], exclusive))
     # Baskerville's partial-node run shares its node; stanage's holds it whole.
     assert {("baskerville", 1, False), ("stanage", 1, True)} <= seen
+
+
+# Issue 53: values ingest accepted broke PostgreSQL's views (SQLite was fine): `tflops: 1e100`
+# overflowed repeat_spread's variance; in llm_inference files a NUL character, `timed_steps` of
+# 2^31 or `concurrency` of 1e20 broke the inference view. Each hostile file is either refused at
+# ingest with a reason, or stored and then every view reads it, on both backends.
+def _inference(**changes: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "schema": "orch.metrics/1", "workload": "llm_inference", "precision": "bf16", "world_size": 1,
+        "params": {"model": "tiny"}, "device": {"type": "cpu", "model": "host-cpu", "count": 1},
+        "metrics": {"concurrency": 4, "input_len": 128, "output_len": 64, "ttft_p50_s": 0.1,
+                    "output_tokens_per_s": 100.0, "tflops": 1.0},
+        "timing": {"warmup_steps": 1, "timed_steps": 5}}
+    for path, value in changes.items():
+        *parents, leaf = path.split("__")
+        node = doc
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+    return doc
+
+
+HOSTILE_FOR_VIEWS = {
+    "tflops 1e100": _inference(metrics__tflops=1e100),
+    "gemm tflops 1e100": _inference(workload="gemm", metrics={"tflops": 1e100}),
+    "gemm tflops 1e-200": _inference(workload="gemm", metrics={"tflops": 1e-200}),
+    "gemm tflops 1e60, 1e-60 s": _inference(workload="gemm", metrics={"tflops": 1e60, "step_time_s": 1e-60}),
+    "tokens/s 1e100": _inference(metrics__output_tokens_per_s=1e100),
+    "NUL in a param": _inference(params__model="ti\u0000ny"),
+    "NUL in env": _inference(env={"note": "a\u0000b"}),
+    "timed_steps 2^31": _inference(timing__timed_steps=2**31),
+    "timed_steps 2^63-1": _inference(timing__timed_steps=2**63 - 1),
+    "concurrency 1e20": _inference(metrics__concurrency=1e20),
+    "output_len 3e9": _inference(metrics__output_len=3e9),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_FOR_VIEWS))
+def test_what_ingest_accepts_every_view_can_compute(db_url: str, name: str) -> None:
+    from sqlalchemy import text
+
+    from orchestrator.results.db.engine import open_database
+    from orchestrator.results.db.models import Attempt, Run, SweepRecord
+    from orchestrator.results.db.results import record_results
+    from orchestrator.results.db.views import VIEW_NAMES
+    from orchestrator.results.ingest import parse_metrics, storage_problem, store_metrics_many
+
+    # Two repeats of different figures (the second's are halved): PostgreSQL's AVG keeps a sum of
+    # squared deviations, which overflows where the values differ.
+    doc = HOSTILE_FOR_VIEWS[name]
+    other = {**doc, "metrics": {key: value / 2 for key, value in doc["metrics"].items()}}
+    parsed = [parse_metrics(json.dumps(one)) for one in (doc, other)]
+    for metrics, outcome, _ in parsed:
+        if metrics is None or storage_problem(metrics) is not None:  # refused, with a reason
+            assert metrics is not None or outcome.reason
+            return
+    sessions = open_database(db_url)
+    with sessions.begin() as session:
+        sweep = SweepRecord(name="s", path="/s.yaml", content_hash="h", content="name: s")
+        session.add(sweep)
+        session.flush()
+        for repeat in (0, 1):  # two repeats: repeat_spread squares and sums them
+            session.add(Run(id=f"r{repeat}", sweep_id=sweep.id, sweep="s", experiment="e", workload=doc["workload"],
+                            site="local", status="finished", devices=1, precision="bf16", repeat=repeat,
+                            params='{"model": "tiny"}', spec="{}", walltime_s=60,
+                            max_attempts=1, retry_on="[]", peak_tflops=10.0, peak_bandwidth_gbs=100.0,
+                            price_per_device_hour=1.0, charged_devices=1))
+        session.flush()
+        attempts = [Attempt(run_id=f"r{repeat}", number=1, state="completed", scheduler="local",
+                            job_name=f"j{repeat}") for repeat in (0, 1)]
+        session.add_all(attempts)
+        session.flush()
+        store_metrics_many(session, [(a.id, p[0]) for a, p in zip(attempts, parsed) if p[0]],
+                           raws=[p[2] for p in parsed])
+        record_results(session, [a.id for a in attempts])
+    with sessions() as session:
+        for view in VIEW_NAMES:
+            session.execute(text(f"SELECT * FROM {view}")).all()
