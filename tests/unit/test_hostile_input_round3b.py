@@ -111,3 +111,70 @@ def test_what_ingest_accepts_every_view_can_compute(db_url: str, name: str) -> N
     with sessions() as session:
         for view in VIEW_NAMES:
             session.execute(text(f"SELECT * FROM {view}")).all()
+
+
+# Issue 53: a tampered `orch sites probe` report (a wrong type, deep nesting; on PostgreSQL a long
+# or NUL string) made every `--collect` end in a traceback, and later probes were never judged.
+GOOD_REPORT: dict[str, Any] = {
+    "python": {"executable": "/usr/bin/python3", "version": "3.11.7"},
+    "torch": "2.3.0", "torch_error": None, "deepspeed": None, "deepspeed_error": "No module named 'deepspeed'",
+    "devices": {"type": "cpu", "count": 1, "names": ["cpu"], "error": None},
+    "allreduce": {"ok": True, "backend": "gloo", "ranks": 1, "busbw_gbs": 1.5, "error": None},
+    "run_dir": {"path": "x", "token": "TOKEN", "error": None},
+    "modules": [], "nodes": ["n1"], "ranks": [{"hostname": "n1"}],
+}
+TAMPERED_REPORTS: dict[str, Any] = {
+    "python a list": {**GOOD_REPORT, "python": ["3.11"]},
+    "devices a string": {**GOOD_REPORT, "devices": "4 x cuda"},
+    "count a string": {**GOOD_REPORT, "devices": {**GOOD_REPORT["devices"], "count": "many"}},
+    "busbw a string": {**GOOD_REPORT, "allreduce": {**GOOD_REPORT["allreduce"], "busbw_gbs": "fast"}},
+    "allreduce a list": {**GOOD_REPORT, "allreduce": [1, 2]},
+    "ranks of numbers": {**GOOD_REPORT, "ranks": [1, 2]},
+    "modules a number": {**GOOD_REPORT, "modules": 7},
+    "torch a long string": {**GOOD_REPORT, "torch": "2." * 5000},
+    "backend a long string": {**GOOD_REPORT, "allreduce": {**GOOD_REPORT["allreduce"], "backend": "g" * 500}},
+    "NUL in torch": {**GOOD_REPORT, "torch": "2.3\u0000"},
+    "NUL in a hostname": {**GOOD_REPORT, "ranks": [{"hostname": "n\u00001"}]},
+    "deep nesting": "DEEP",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAMPERED_REPORTS))
+def test_a_tampered_probe_report_is_refused_and_the_next_probe_judged(db_url: str, tmp_path: Path,
+                                                                       name: str) -> None:
+    from sqlalchemy import select
+
+    from orchestrator.results.db.engine import open_database
+    from orchestrator.results.db.models import SiteProbe
+    from orchestrator.run.executors.base import JobInfo, JobState
+    from orchestrator.run.probe import finish_probe
+
+    sessions = open_database(db_url)
+    reports = {"bad": TAMPERED_REPORTS[name], "good": GOOD_REPORT}
+    ids = {}
+    for which, report in reports.items():
+        run_dir = tmp_path / which
+        run_dir.mkdir()
+        probe = {"probe": report}
+        text = json.dumps(probe) if report != "DEEP" else '{"probe": ' + "[" * 5000 + "]" * 5000 + "}"
+        (run_dir / "metrics.json").write_text(text)
+        (run_dir / "stdout.log").write_text("")
+        (run_dir / "probe.json").write_text(json.dumps(
+            {"nodes": 1, "ranks": 1, "device_type": "cpu", "python": "/usr/bin/python3", "backend": "gloo",
+             "run_dir": str(run_dir)}))
+        with sessions.begin() as session:
+            row = SiteProbe(site="local", profile_hash="h", profile_path="/p.yaml", state="submitted",
+                            scheduler="local", job_id=which, run_dir=str(run_dir), token="TOKEN",
+                            nodes_requested=1, ranks_requested=1)
+            session.add(row)
+            session.flush()
+            ids[which] = row.id
+    for which in ("bad", "good"):
+        with sessions() as session:
+            row = session.scalars(select(SiteProbe).where(SiteProbe.id == ids[which])).one()
+        finish_probe(sessions, row, JobInfo(job_id=which, state=JobState.COMPLETED, exit_code=0))
+    with sessions() as session:
+        bad, good = (session.scalars(select(SiteProbe).where(SiteProbe.id == ids[w])).one() for w in ("bad", "good"))
+    assert good.passed is True, good.checks
+    assert bad.passed is False and bad.state == "finished"
+    assert "report" in (bad.checks or "") and "refused" in (bad.checks or ""), bad.checks
