@@ -178,3 +178,20 @@ def test_a_tampered_probe_report_is_refused_and_the_next_probe_judged(db_url: st
     assert good.passed is True, good.checks
     assert bad.passed is False and bad.state == "finished"
     assert "report" in (bad.checks or "") and "refused" in (bad.checks or ""), bad.checks
+
+
+# Issue 53: `orch report` crashed on matplotlib math text (`$...$`), reachable from a sweep's tag,
+# which becomes a legend label, a category and a title. What a user wrote is drawn as written.
+@pytest.mark.parametrize("text", ["$\\frac{$", "a $x^$ b", "$\\nocommand{1}$", "cost $5 and $6", "50%_$a_b$"])
+def test_user_text_is_never_read_as_math(text: str) -> None:
+    from orchestrator.results.report.draw import png_bytes, render, svg_text
+    from orchestrator.results.report.model import FigureData, Panel, Point, Series, Table
+
+    bars = Panel(title=text, xlabel=text, ylabel=text, kind="bars", categories=[text],
+                 series=[Series(label=text, points=[Point(x=text, y=1.0, run_id="r")])])
+    lines = Panel(title=text, xlabel=text, ylabel=text, kind="lines",
+                  series=[Series(label=text + " 2", points=[Point(x=1.0, y=2.0, run_id="r")])])
+    figure = render(FigureData(key="k", title=text, caption=text, panels=[bars, lines],
+                               table=Table(columns=[], rows=[])))
+    assert png_bytes(figure, dpi=30)
+    assert text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in svg_text(figure)
