@@ -741,22 +741,26 @@ def sql(
                                         "(INSERT, UPDATE, DELETE, DROP, ...).")] = False,
     max_rows: Annotated[int, typer.Option("--max-rows", help="Print at most this many rows (0: no limit); "
                                           "stderr says when more were left out.")] = SQL_MAX_ROWS,
+    timeout: Annotated[float, typer.Option("--timeout", help="Stop the query after this many seconds "
+                                           "(0: no limit).")] = 300.0,
 ) -> None:
     """Run a SQL query on the results database (the [bold]results[/bold] view is the public surface).
 
     Read-only unless [bold]--write[/bold]: the database itself refuses any change (a read-only
     transaction) and, on SQLite, ATTACH (which would create a file). A reader never waits for
     another orch process's write. At most [bold]--max-rows[/bold] rows are read (100,000 unless
-    given), so a runaway query cannot fill the memory."""
+    given), and at most 512 MiB of values, for at most [bold]--timeout[/bold] seconds, so a runaway
+    query can neither fill the memory nor run for ever."""
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
+    from orchestrator.results import sql_bounds
     from orchestrator.results.db.engine import ATTACH_REFUSED, is_read_only_refusal, open_engine, session_factory
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format: expected table, csv or json, got {fmt!r}")
-    if max_rows < 0:
-        raise UserError(f"--max-rows: expected 0 (no limit) or a positive count, got {max_rows}")
+    sql_bounds.check_max_rows(max_rows)
+    sql_bounds.check_timeout(timeout)
     if (query is None) == (file is None):
         raise UserError("give a query or --file FILE (one of them)")
     if file is not None:
@@ -775,11 +779,13 @@ def sql(
     c = ctx_obj(ctx)
     _require_database(c)
     engine = c.engine if write else open_engine(c.db_url, read_only=True)
-    with session_factory(engine)() as session:
+    with session_factory(engine)() as session, sql_bounds.time_limit(session, timeout):
         try:
             # A statement's result is a CursorResult (returns_rows, rowcount), whatever the statement.
             result: CursorResult[Any] = session.execute(text(query))  # type: ignore[assignment]
         except DBAPIError as exc:
+            if sql_bounds.is_timeout(exc):
+                raise
             if not write and ATTACH_REFUSED in str(exc.orig):
                 raise UserError("orch sql is read-only: ATTACH and VACUUM INTO are refused (they would open "
                                 "or create another file); nothing was changed") from None
@@ -792,11 +798,9 @@ def sql(
             console.print(f"ok ({result.rowcount} row(s) affected)")
             return
         columns = list(result.keys())
-        rows = [list(r) for r in (result.fetchmany(max_rows + 1) if max_rows else result)]
-    if max_rows and len(rows) > max_rows:
-        rows = rows[:max_rows]
-        err_console.print(f"note: only the first {max_rows} rows are shown; the query returned more "
-                          "(add LIMIT/OFFSET, or --max-rows 0 for all)", markup=False, soft_wrap=True)
+        rows, left_out = sql_bounds.fetch_bounded(result, max_rows)
+    if left_out:
+        err_console.print(f"note: {left_out}", markup=False, soft_wrap=True)
     print_rows(columns, rows, fmt)
 
 
@@ -1007,10 +1011,16 @@ def sites_rehearsal(
     A PBS site (no twin): [bold]source OUTPUT/pbs-env.sh[/bold] (the emulator, when no PBS server is here),
     then the same run; the command says what that proves and what it does not.
     """
-    from orchestrator.run.sitecheck import pbs_rehearsal_setup, rehearsal_profile, with_pbs_commands_dir
+    from orchestrator.run.sitecheck import (
+        pbs_rehearsal_setup,
+        rehearsal_folder,
+        rehearsal_profile,
+        with_pbs_commands_dir,
+        write_rehearsal_profile,
+    )
 
     filename, text, changes = rehearsal_profile(site, ctx_obj(ctx).sites_dirs)
-    output.mkdir(parents=True, exist_ok=True)
+    rehearsal_folder(output)
     path = output / filename
     notes: list[str] = []
     if "\nscheduler: pbs\n" in text:
@@ -1018,7 +1028,7 @@ def sites_rehearsal(
         notes, commands_dir = pbs_rehearsal_setup(output)
         if commands_dir is not None:
             text = with_pbs_commands_dir(text, commands_dir)
-    path.write_text(text)
+    write_rehearsal_profile(path, text)
     if as_json:
         print_json({"path": str(path), "changes": changes, "notes": notes})
         return

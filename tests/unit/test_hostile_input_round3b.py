@@ -195,3 +195,53 @@ def test_user_text_is_never_read_as_math(text: str) -> None:
                                table=Table(columns=[], rows=[])))
     assert png_bytes(figure, dpi=30)
     assert text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in svg_text(figure)
+
+
+# Issue 53: `orch sql --max-rows 2^63` ended in an OverflowError, and `orch sql` bounded rows but
+# neither bytes nor time: a runaway query ran for ever.
+ENDLESS = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+
+
+def test_sql_max_rows_past_a_c_int_is_a_clear_error(workdir: Path) -> None:
+    run_orch("db", "upgrade", cwd=workdir, check=True)
+    proc = run_orch("sql", "--max-rows", str(2**63), "SELECT 1", cwd=workdir)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "--max-rows: expected 0 (no limit) or a count up to" in proc.stderr
+
+
+def test_a_runaway_query_is_stopped_at_its_time_limit(db_url: str, workdir: Path) -> None:
+    env = {"ORCH_DB_URL": db_url}
+    run_orch("db", "upgrade", cwd=workdir, env=env, check=True)
+    proc = run_orch("sql", "--timeout", "1", ENDLESS, cwd=workdir, env=env, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "the query ran past 1 s and was stopped" in proc.stderr
+    # The bound is the query's own: the next one on the same database runs.
+    assert run_orch("sql", "-f", "json", "SELECT 1 AS one", cwd=workdir, env=env, check=True).stdout.strip()
+
+
+def test_the_rows_read_are_bounded_in_bytes(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from orchestrator.results.sql_bounds import fetch_bounded
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'b.db'}")
+    with engine.connect() as conn:
+        result = conn.execute(sa.text("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000) "
+                                      "SELECT x, printf('%.1000c', 'a') AS big FROM c"))
+        rows, note = fetch_bounded(result, max_rows=0, max_bytes=100_000)
+    assert 90 <= len(rows) < 100 and "the next would take the output past" in note, (len(rows), note)
+
+
+# Issue 53: `orch predict --tokens 1e400` and `orch sites rehearsal -o <an existing file>` ended
+# in tracebacks.
+@pytest.mark.parametrize(("args", "expected"), [
+    (["predict", "--tokens", "1e400", "--devices", "8", "--site", "baskerville", "--model", "gpt2"],
+     "--tokens '1e400': expected a token count"),
+    (["sites", "rehearsal", "baskerville", "-o", "afile"], "--output afile: a file, not a folder"),
+    (["sites", "rehearsal", "baskerville", "-o", "afile/sub"], "--output afile/sub: cannot make the folder"),
+])
+def test_cli_values_past_their_range_are_clear_errors(workdir: Path, args: list[str], expected: str) -> None:
+    write(workdir / "afile", "not a folder\n")
+    proc = run_orch(*args, cwd=workdir)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert expected in proc.stderr
