@@ -343,6 +343,30 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+# The bytes of metrics files one poll reads: each file's document becomes Python objects several
+# times its size (24 files of 11 MB took 3.9 GB in one poll, issue 53). Past it, the ended runs
+# left wait for the next poll; one file is always read, so every poll makes progress.
+POLL_READ_BYTES = 64 * 1024 * 1024
+
+
+def within_read_budget(files: Sequence[tuple[int, Path]], budget: int = POLL_READ_BYTES,
+                       ) -> tuple[list[tuple[int, Path]], list[tuple[int, Path]]]:
+    """(the files this poll reads, those left for the next) in their order: by the sizes the
+    files claim now (a file that cannot be looked at counts as empty: reading it refuses it)."""
+    taken: list[tuple[int, Path]] = []
+    total = 0
+    for index, (attempt_id, path) in enumerate(files):
+        try:
+            size = os.lstat(path).st_size
+        except OSError:
+            size = 0
+        if taken and total + size > budget:
+            return taken, list(files[index:])
+        taken.append((attempt_id, path))
+        total += size
+    return taken, []
+
+
 def collect(session: Session, files: Sequence[tuple[int, Path]],
             environments: EnvironmentCache | None = None, private_dirs: int = 0) -> dict[int, IngestOutcome]:
     """Read, validate and store the metrics files of these attempts (``(attempt id, path)``).

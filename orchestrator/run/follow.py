@@ -54,6 +54,7 @@ class PollReport:
     repaired: int = 0
     returned_to_plan: int = 0
     unrepaired: int = 0  # intents left as they were: the scheduler could not be asked about them
+    read_later: int = 0  # ended runs whose metrics wait for the next poll (POLL_READ_BYTES)
     active: int = 0
     failures: dict[str, int] = field(default_factory=dict)
 
@@ -127,10 +128,18 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
     completed = [attempt for attempt, info in ended if info.state == JobState.COMPLETED]
     outcomes: dict[int, IngestOutcome] = {}
     if completed:
-        from orchestrator.results.ingest import collect  # pydantic only when collecting
+        from orchestrator.results.ingest import POLL_READ_BYTES, collect, within_read_budget
 
-        outcomes = collect(session, [(a.id, RunFiles(Path(a.run.run_dir or "")).metrics) for a in completed],
-                           private_dirs=ORCH_MADE_DIRS)
+        files, later = within_read_budget([(a.id, RunFiles(Path(a.run.run_dir or "")).metrics) for a in completed])
+        if later:  # left as they are (the scheduler still says they ended): the next poll reads them
+            waiting = {attempt_id for attempt_id, _ in later}
+            for attempt, _ in ended:
+                if attempt.id in waiting:
+                    attempt.reason = (f"ended; its metrics wait for the next poll (one poll reads at most "
+                                      f"{POLL_READ_BYTES // 2**20} MiB of metrics files)")
+            ended = [(attempt, info) for attempt, info in ended if attempt.id not in waiting]
+            report.read_later += len(waiting)
+        outcomes = collect(session, files, private_dirs=ORCH_MADE_DIRS)
     for attempt, info in ended:
         run = attempt.run
         attempt.exit_code = info.exit_code

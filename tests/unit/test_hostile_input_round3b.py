@@ -245,3 +245,23 @@ def test_cli_values_past_their_range_are_clear_errors(workdir: Path, args: list[
     proc = run_orch(*args, cwd=workdir)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     assert expected in proc.stderr
+
+
+# Issue 53: one poll of 24 metrics files of 11 MB each took 3.9 GB: what one poll reads is
+# bounded in bytes, the rest waits for the next poll (and one file is always read).
+def test_one_poll_reads_a_bounded_number_of_bytes(tmp_path: Path) -> None:
+    from orchestrator.results.ingest import POLL_READ_BYTES, within_read_budget
+
+    files = []
+    for index in range(24):
+        path = tmp_path / f"{index}.json"
+        with open(path, "wb") as out:  # sparse: 11 MB each as stat says, nothing written
+            out.truncate(11 * 1024 * 1024)
+        files.append((index, path))
+    files.append((99, tmp_path / "missing.json"))
+    taken, later = within_read_budget(files)
+    assert taken == files[:len(taken)] and later == files[len(taken):]
+    assert sum(p.stat().st_size for _, p in taken) <= POLL_READ_BYTES < sum(p.stat().st_size for _, p in files[:-1])
+    assert len(taken) == POLL_READ_BYTES // (11 * 1024 * 1024)
+    taken, later = within_read_budget(files[:1], budget=1)  # a file past the budget alone is still read
+    assert taken == files[:1] and later == []
