@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -238,6 +239,24 @@ def _memory_need_gb(spec: RunSpec, workload: Workload) -> MemoryNeed:
         return float("inf"), _memory.FROM_FORMULA
     except ValueError:  # a value the model cannot read (e.g. allreduce sizes "`id`"): no prediction
         return None, None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``2.1.2``, ``2.6.0+cu124`` -> (2, 1, 2), (2, 6, 0): the release numbers only."""
+    numbers = re.match(r"[0-9]+(?:\.[0-9]+)*", text)
+    return tuple(int(part) for part in numbers.group(0).split(".")) if numbers else ()
+
+
+def torch_too_old(strategy: str | None, site: SiteProfile) -> str | None:
+    """Why the torch a profile declares (``python_env.torch``) cannot run ``strategy``, or None
+    (no need declared, or no torch declared: the probe finds out)."""
+    need = registry.STRATEGY_NEEDS_TORCH.get(strategy or "")
+    declared = site.python_env.torch
+    if need is None or declared is None or _version(declared) >= _version(need[0]):
+        return None
+    return (f"strategy {strategy} needs torch >= {need[0]} ({need[1]}); {site.name}'s python_env loads torch "
+            f"{declared}: give a newer PyTorch with the sweep's site_overrides {{{site.name}: {{python_env: "
+            "{kind: venv, prefix: /path/to/venv}}} or another module line")
 
 
 def _queue_takes_whole_nodes(placement: Placement, site: SiteProfile) -> bool:
@@ -694,6 +713,9 @@ class SiteResolver:
             refused = self._refusal(spec, workload, key)
             if refused:  # the program would refuse it at start: no job, and nothing to trace
                 return skip(f"{spec.workload} refuses these values: {refused}", memory=False)
+            too_old = torch_too_old(spec.strategy, site)
+            if too_old:  # the job's PyTorch lacks what the strategy calls: it could only fail at start
+                return skip(too_old, memory=False)
             predicted = self._memory_need(spec, workload, key)
             reason = _over_memory(predicted, site, devices_per_node) if spec.check_memory else None
             if reason and predicted[0] is not None:

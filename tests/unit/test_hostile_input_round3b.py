@@ -265,3 +265,31 @@ def test_one_poll_reads_a_bounded_number_of_bytes(tmp_path: Path) -> None:
     assert len(taken) == POLL_READ_BYTES // (11 * 1024 * 1024)
     taken, later = within_read_budget(files[:1], budget=1)  # a file past the budget alone is still read
     assert taken == files[:1] and later == []
+
+
+# Issue 53 real use 3: Baskerville's profile loads PyTorch 2.1.2, which has no
+# torch.distributed.fsdp.fully_shard (public from 2.6); every fsdp-full run was planned anyway.
+FSDP_SWEEP = """\
+name: f
+experiments:
+  - name: one
+    workload: gpt2
+    sites: [baskerville]
+    grid: {{devices: 2, model: tiny, strategy: [ddp, fsdp-full, fsdp-grad-op]}}
+{overrides}"""
+
+
+def test_a_strategy_the_declared_torch_lacks_is_skipped_with_the_reason(workdir: Path) -> None:
+    sweep = write(workdir / "f.yaml", FSDP_SWEEP.format(overrides=""))
+    out = json.loads(run_orch("plan", str(sweep), "--json", cwd=workdir, env=ACCOUNT, check=True).stdout)
+    by_strategy = {r["params"].split("strategy=")[1].split()[0]: r for r in out["runs"]}
+    assert by_strategy["ddp"]["status"] == "planned"
+    for strategy in ("fsdp-full", "fsdp-grad-op"):
+        row = by_strategy[strategy]
+        assert row["status"] == "skipped", row
+        assert f"strategy {strategy} needs torch >= 2.6" in row["reason"] and "torch 2.1.2" in row["reason"]
+    # Another environment, given by the sweep: the profile's torch no longer speaks for it.
+    venv = "    site_overrides: {baskerville: {python_env: {kind: venv, prefix: /opt/venv}}}\n"
+    sweep = write(workdir / "g.yaml", FSDP_SWEEP.format(overrides=venv).replace("name: f", "name: g"))
+    out = json.loads(run_orch("plan", str(sweep), "--json", cwd=workdir, env=ACCOUNT, check=True).stdout)
+    assert {r["params"].split("strategy=")[1].split()[0]: r["status"] for r in out["runs"]}["fsdp-full"] == "planned"
