@@ -809,7 +809,7 @@ def sql(
 
 # Every view (orchestrator/results/db/views.py) and the two tables a person reads.
 EXPORTABLE = ("results", "throughput", "repeat_spread", "scaling", "cost", "provenance", "inference",
-              "prediction_error", "reference_check", "runs", "attempts")
+              "prediction_error", "reference_check", "serving", "runs", "attempts")
 
 
 @app.command()

@@ -17,18 +17,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.escape import one_line
+from orchestrator.escape import one_line, printable
 
 
 def _console(stderr: bool = False) -> Console:
     # Piped output (logs, CI) would otherwise be folded to 80 columns; keep rows on one line,
     # unless COLUMNS says how wide the reader's screen is (`COLUMNS=120 orch plan ... | less`).
-    probe = Console(stderr=stderr)
+    # emoji=False: a user's text (a file name, a value in an error) is printed as written, never
+    # with `:100:` turned into an emoji (issue 53).
+    probe = Console(stderr=stderr, emoji=False)
     if probe.is_terminal:
         return probe
     columns = os.environ.get("COLUMNS", "")
     width = int(columns) if columns.isdigit() and 20 <= int(columns) <= 10_000 else max(probe.width, 200)
-    return Console(stderr=stderr, width=width)
+    return Console(stderr=stderr, width=width, emoji=False)
 
 
 console = _console()
@@ -107,7 +109,9 @@ def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt_name: 
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(columns)
-        writer.writerows([[jsonable(v) for v in row] for row in rows])
+        # Text with its control characters escaped (an escape sequence in a value would act on the
+        # terminal the CSV is shown in); newlines and tabs stay, inside CSV's quotes.
+        writer.writerows([[printable(v) if isinstance(v, str) else jsonable(v) for v in row] for row in rows])
         sys.stdout.write(buffer.getvalue())
     else:
         print_table(columns, rows, title)

@@ -293,3 +293,26 @@ def test_a_strategy_the_declared_torch_lacks_is_skipped_with_the_reason(workdir:
     sweep = write(workdir / "g.yaml", FSDP_SWEEP.format(overrides=venv).replace("name: f", "name: g"))
     out = json.loads(run_orch("plan", str(sweep), "--json", cwd=workdir, env=ACCOUNT, check=True).stdout)
     assert {r["params"].split("strategy=")[1].split()[0]: r["status"] for r in out["runs"]}["fsdp-full"] == "planned"
+
+
+# Issue 53: `:100:` in an error message was printed as an emoji by Rich, and raw escape
+# sequences reached CSV output.
+def test_an_error_message_is_printed_as_written_without_emoji(workdir: Path) -> None:
+    proc = run_orch("plan", ":100: :smile:.yaml", cwd=workdir)
+    assert proc.returncode != 0 and ":100: :smile:.yaml" in proc.stderr, proc.stderr
+    assert "\U0001f4af" not in proc.stderr + proc.stdout
+
+
+def test_csv_output_escapes_terminal_sequences(workdir: Path) -> None:
+    run_orch("db", "upgrade", cwd=workdir, check=True)
+    out = run_orch("sql", "-f", "csv", "SELECT char(27) || '[2J' || char(7) AS x, 'a\nb' AS y", cwd=workdir,
+                   check=True).stdout
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x07" in out and '"a\nb"' in out  # a newline stays a quoted CSV newline
+
+
+def test_export_serves_the_serving_view(workdir: Path) -> None:
+    # Issue 53 message 14: `orch export --view serving` was refused though serving is a view.
+    run_orch("db", "upgrade", cwd=workdir, check=True)
+    out = run_orch("export", "--view", "serving", "-f", "csv", cwd=workdir, check=True).stdout
+    assert out.splitlines()[0].startswith("run_id,") and "goodput_requests_per_s" in out.splitlines()[0]
