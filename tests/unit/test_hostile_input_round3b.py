@@ -316,3 +316,16 @@ def test_export_serves_the_serving_view(workdir: Path) -> None:
     run_orch("db", "upgrade", cwd=workdir, check=True)
     out = run_orch("export", "--view", "serving", "-f", "csv", cwd=workdir, check=True).stdout
     assert out.splitlines()[0].startswith("run_id,") and "goodput_requests_per_s" in out.splitlines()[0]
+
+
+def test_a_site_overrides_target_that_matches_no_site_is_an_error(workdir: Path) -> None:
+    # Issue 53: a misspelt site_overrides target was silently ignored.
+    sweep = write(workdir / "so.yaml", "name: so\nsite_overrides:\n  baskervile: {env: {A: '1'}}\nexperiments:\n"
+                                       "  - name: one\n    workload: gemm\n    sites: [baskerville]\n"
+                                       "    site_overrides:\n      stanage: {env: {B: '1'}}\n"
+                                       "      baskerville:a100_80: {env: {C: '1'}}\n    grid: {m: 64}\n")
+    proc = run_orch("plan", str(sweep), cwd=workdir, env=ACCOUNT)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "so.yaml:3: site_overrides.baskervile: site_overrides names no site: " in proc.stderr
+    assert "so.yaml:9: experiments[0].site_overrides.stanage:" in proc.stderr
+    assert "a100_80" not in proc.stderr  # a system of a site the experiment names is a match
