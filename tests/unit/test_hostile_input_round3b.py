@@ -329,3 +329,13 @@ def test_a_site_overrides_target_that_matches_no_site_is_an_error(workdir: Path)
     assert "so.yaml:3: site_overrides.baskervile: site_overrides names no site: " in proc.stderr
     assert "so.yaml:9: experiments[0].site_overrides.stanage:" in proc.stderr
     assert "a100_80" not in proc.stderr  # a system of a site the experiment names is a match
+
+
+def test_the_polaris_rehearsal_plans_without_the_nccl_plugin_warning(workdir: Path) -> None:
+    # Issue 53 message 12: the rehearsal copy kept NCCL_NET but dropped env_prepend (the plugin's
+    # path), so every plan on it warned about the plugin.
+    run_orch("sites", "rehearsal", "polaris", "-o", "reh", cwd=workdir, check=True)
+    sweep = write(workdir / "p.yaml", "name: p\nexperiments:\n  - name: one\n    workload: gemm\n"
+                                      "    sites: [polaris]\n    grid: {m: 64}\n")
+    proc = run_orch("--sites-dir", "reh", "plan", str(sweep), cwd=workdir, env=ACCOUNT, check=True)
+    assert "NCCL_NET" not in proc.stderr, proc.stderr
