@@ -339,3 +339,12 @@ def test_the_polaris_rehearsal_plans_without_the_nccl_plugin_warning(workdir: Pa
                                       "    sites: [polaris]\n    grid: {m: 64}\n")
     proc = run_orch("--sites-dir", "reh", "plan", str(sweep), cwd=workdir, env=ACCOUNT, check=True)
     assert "NCCL_NET" not in proc.stderr, proc.stderr
+
+
+def test_a_gpt2_run_without_a_strategy_records_the_one_it_runs(workdir: Path) -> None:
+    # Issue 53 message 14: a gpt2 run without `strategy:` stored no strategy (it runs ddp).
+    sweep = write(workdir / "s.yaml", "name: s\nexperiments:\n  - name: one\n    workload: gpt2\n"
+                                      "    sites: [stanage]\n    grid: {devices: 2, model: tiny}\n")
+    run_orch("plan", str(sweep), cwd=workdir, env=ACCOUNT, check=True)
+    rows = json.loads(run_orch("sql", "-f", "json", "SELECT strategy FROM runs", cwd=workdir, check=True).stdout)
+    assert rows == [{"strategy": "ddp"}]
