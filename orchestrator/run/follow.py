@@ -168,6 +168,10 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
                 named = _workload_failure(Path(run.run_dir or ""))
                 if named is not None:
                     attempt.failure_class, attempt.reason = named
+                else:  # the program's own one-line error, where it wrote one (issue 53)
+                    said = program_error(RunFiles(Path(run.run_dir or "")).stderr)
+                    if said:
+                        attempt.reason = f"{attempt.reason or 'failed'}: {said}"
         report.ended += 1
         if attempt.state == AttemptState.FAILED:
             failure = attempt.failure_class or FailureClass.FAILED
@@ -178,6 +182,36 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
 
 
 WORKLOAD_FAILURES = frozenset({FailureClass.SERVER_UNHEALTHY, FailureClass.SERVER_DIED, FailureClass.PORT_IN_USE})
+
+
+# How much of the end of a run's stderr.log is read for the program's error line.
+STDERR_TAIL_BYTES = 64 * 1024
+
+
+def program_error(path: Path) -> str | None:
+    """The last ``...: error: ...`` line of a job's stderr (argparse's usage errors, the
+    harness's refusals: "gpt2.py: error: argument --model: invalid choice ..."), one line and
+    short, or None. The file is the job's: never followed through a link, only its tail read."""
+    from orchestrator.escape import one_line
+    from orchestrator.safefile import RefusedFile, open_regular
+
+    try:
+        fd = open_regular(path, follow=False)
+    except (OSError, RefusedFile):
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - STDERR_TAIL_BYTES), os.SEEK_SET)
+        tail = os.read(fd, STDERR_TAIL_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    for line in reversed(tail.splitlines()[-40:]):
+        if ": error: " in line or line.startswith("error: "):
+            text = one_line(line.strip())
+            return text if len(text) <= 300 else text[:300] + "..."
+    return None
 
 
 def _workload_failure(run_dir: Path) -> tuple[str, str] | None:

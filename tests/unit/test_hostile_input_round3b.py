@@ -348,3 +348,31 @@ def test_a_gpt2_run_without_a_strategy_records_the_one_it_runs(workdir: Path) ->
     run_orch("plan", str(sweep), cwd=workdir, env=ACCOUNT, check=True)
     rows = json.loads(run_orch("sql", "-f", "json", "SELECT strategy FROM runs", cwd=workdir, check=True).stdout)
     assert rows == [{"strategy": "ddp"}]
+
+
+# Issue 53 message 8: a workload that refused its arguments showed "script exited with 2"; the
+# program's own one-line error, in stderr.log, is shown with it.
+REFUSING = 'sys.stderr.write("noise\\ngemm.py: error: argument --size-m: 0 is not a size\\n"); sys.exit(2)'
+LOCAL_SITE = """\
+name: standin
+description: the local machine with a python that refuses its arguments (tests)
+scheduler: local
+python: {python}
+device: {{type: cpu, model: stand-in, per_node: 2, precisions: [fp32]}}
+queues: [{{name: local, max_nodes: 1, max_walltime: "01:00:00"}}]
+launcher: {{name: python}}
+"""
+
+
+def test_a_refused_argument_shows_the_programs_own_error(workdir: Path) -> None:
+    from tests.standin import stand_in_python
+
+    fake = stand_in_python(workdir, REFUSING)
+    write(workdir / "sites" / "standin.yaml", LOCAL_SITE.format(python=fake))
+    env = {"ORCH_SITES_PATH": str(workdir / "sites")}
+    sweep = write(workdir / "r.yaml", "name: r\nexperiments:\n  - name: one\n    workload: gemm\n"
+                                      "    sites: [standin]\n    walltime: 10\n    share: true\n    grid: {m: 64}\n")
+    run_orch("run", str(sweep), "--interval", "0.5", cwd=workdir, env=env)
+    rows = json.loads(run_orch("sql", "-f", "json", "SELECT reason FROM attempts", cwd=workdir, env=env,
+                               check=True).stdout)
+    assert rows == [{"reason": "script exited with 2: gemm.py: error: argument --size-m: 0 is not a size"}]
