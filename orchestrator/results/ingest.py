@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -352,12 +353,14 @@ POLL_READ_BYTES = 64 * 1024 * 1024
 def within_read_budget(files: Sequence[tuple[int, Path]], budget: int = POLL_READ_BYTES,
                        ) -> tuple[list[tuple[int, Path]], list[tuple[int, Path]]]:
     """(the files this poll reads, those left for the next) in their order: by the sizes the
-    files claim now (a file that cannot be looked at counts as empty: reading it refuses it)."""
+    files claim now. A file that cannot be looked at, or that is refused unread (over
+    MAX_METRICS_BYTES, not a regular file), costs nothing and counts as empty."""
     taken: list[tuple[int, Path]] = []
     total = 0
     for index, (attempt_id, path) in enumerate(files):
         try:
-            size = os.lstat(path).st_size
+            info = os.lstat(path)
+            size = info.st_size if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_METRICS_BYTES else 0
         except OSError:
             size = 0
         if taken and total + size > budget:
