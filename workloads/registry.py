@@ -651,6 +651,13 @@ def _serving_refusal(p: dict[str, Any]) -> str | None:
     try:
         if arrival != "concurrency" and not float(p.get("rate") or 0) > 0:
             return f"arrival {arrival} needs a positive rate (requests per second)"
+        # The rest of what the program refuses at start (issue 53: these planned, then failed).
+        if arrival == "concurrency" and int(p.get("concurrency", 1)) < 1:
+            return "arrival concurrency needs concurrency of at least 1"
+        if int(p.get("num_requests", 1)) < 1:
+            return "num_requests must be positive"
+        if p.get("server_tp") is not None and int(p["server_tp"]) < 1:
+            return "server_tp must be at least 1"
     except (TypeError, ValueError):
         return None
     return _serving_lengths_refusal(p)

@@ -376,3 +376,17 @@ def test_a_refused_argument_shows_the_programs_own_error(workdir: Path) -> None:
     rows = json.loads(run_orch("sql", "-f", "json", "SELECT reason FROM attempts", cwd=workdir, env=env,
                                check=True).stdout)
     assert rows == [{"reason": "script exited with 2: gemm.py: error: argument --size-m: 0 is not a size"}]
+
+
+def test_llm_serving_values_the_program_refuses_are_skipped_at_plan() -> None:
+    # Issue 53: llm_serving values that planned, then the job refused at start.
+    from workloads.registry import get
+
+    refusal = get("llm_serving").refusal
+    assert refusal is not None
+    base = {**get("llm_serving").defaults(), "devices": 1, "precision": "fp32"}
+    assert refusal({**base, "arrival": "concurrency", "concurrency": 0}) == \
+        "arrival concurrency needs concurrency of at least 1"
+    assert refusal({**base, "num_requests": 0}) == "num_requests must be positive"
+    assert refusal({**base, "server_tp": 0}) == "server_tp must be at least 1"
+    assert refusal({**base, "arrival": "concurrency", "concurrency": 2}) is None
