@@ -93,8 +93,16 @@ def fmt(value: Any) -> str:
 
 def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> None:
     table = Table(title=title, header_style="bold")
-    for column in columns:
-        table.add_column(column, overflow="fold")
+    rows = [list(row) for row in rows]
+    for index, column in enumerate(columns):
+        values = [row[index] for row in rows if index < len(row)]
+        if values and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
+            # A number is never folded across lines (issue 53): its column is as wide as its
+            # widest value, and the text columns fold instead.
+            table.add_column(column, overflow="fold", justify="right",
+                             min_width=max(len(fmt(v)) for v in values), no_wrap=True)
+        else:
+            table.add_column(column, overflow="fold")
     for row in rows:
         # Text, not markup: a value's "[...]" is printed as written, and its control characters
         # (a terminal escape sequence in a value) escaped, never acted on.

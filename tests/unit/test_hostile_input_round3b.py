@@ -390,3 +390,14 @@ def test_llm_serving_values_the_program_refuses_are_skipped_at_plan() -> None:
     assert refusal({**base, "num_requests": 0}) == "num_requests must be positive"
     assert refusal({**base, "server_tp": 0}) == "server_tp must be at least 1"
     assert refusal({**base, "arrival": "concurrency", "concurrency": 2}) is None
+
+
+def test_table_numbers_are_never_folded_at_120_columns(workdir: Path) -> None:
+    # Issue 53 message 14: at 120 columns, tables folded numbers across lines.
+    run_orch("db", "upgrade", cwd=workdir, check=True)
+    numbers = [f"{31415926535 + i}" for i in range(8)]
+    query = "SELECT 'gpt2 fp32 ddp 2dev on baskerville' AS configuration, " + ", ".join(
+        f"{n} AS column_{i}" for i, n in enumerate(numbers))
+    out = run_orch("sql", query, cwd=workdir, env={"COLUMNS": "120"}, check=True).stdout
+    for number in numbers:
+        assert number in out, out
