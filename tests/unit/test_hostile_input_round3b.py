@@ -401,3 +401,33 @@ def test_table_numbers_are_never_folded_at_120_columns(workdir: Path) -> None:
     out = run_orch("sql", query, cwd=workdir, env={"COLUMNS": "120"}, check=True).stdout
     for number in numbers:
         assert number in out, out
+
+
+@pytest.mark.parametrize("expected_text", ['{"nodes": "many", "ranks": [1], "device_type": {"a": 1}}', "[1, 2]",
+                                           "[" * 5000 + "]" * 5000, "not json"])
+def test_a_tampered_probe_json_falls_back_to_the_probes_own_row(tmp_path: Path, expected_text: str) -> None:
+    # probe.json lies beside the job's files, so the job can rewrite it too (issue 53).
+    from sqlalchemy import select
+
+    from orchestrator.results.db.engine import open_database
+    from orchestrator.results.db.models import SiteProbe
+    from orchestrator.run.executors.base import JobInfo, JobState
+    from orchestrator.run.probe import finish_probe
+
+    sessions = open_database(f"sqlite:///{tmp_path / 'p.db'}")
+    run_dir = tmp_path / "probe"
+    run_dir.mkdir()
+    (run_dir / "metrics.json").write_text(json.dumps({"probe": GOOD_REPORT}))
+    (run_dir / "probe.json").write_text(expected_text)
+    with sessions.begin() as session:
+        row = SiteProbe(site="local", profile_hash="h", profile_path="/p.yaml", state="submitted", scheduler="local",
+                        job_id="1", run_dir=str(run_dir), token="TOKEN", nodes_requested=1, ranks_requested=1)
+        session.add(row)
+        session.flush()
+        probe_id = row.id
+    with sessions() as session:
+        row = session.scalars(select(SiteProbe).where(SiteProbe.id == probe_id)).one()
+    finish_probe(sessions, row, JobInfo(job_id="1", state=JobState.COMPLETED, exit_code=0))
+    with sessions() as session:
+        done = session.scalars(select(SiteProbe).where(SiteProbe.id == probe_id)).one()
+    assert done.state == "finished" and done.checks, done.checks
