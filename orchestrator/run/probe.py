@@ -153,7 +153,8 @@ def submit_probe(sessions: sessionmaker[Session], executors: Executors, state_di
         job_id, reason = None, (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
     now = datetime.now(timezone.utc)
     if job_id is None:
-        _store(sessions, probe_id, judge(None, expected, JobEnd("refused", reason), False), None, now)
+        end = JobEnd("refused", reason, scheduler=resolved.site.scheduler)
+        _store(sessions, probe_id, judge(None, expected, end, False), None, now)
     else:
         with sessions.begin() as session:
             session.execute(update(SiteProbe).where(SiteProbe.id == probe_id).values(

@@ -431,3 +431,16 @@ def test_a_tampered_probe_json_falls_back_to_the_probes_own_row(tmp_path: Path, 
     with sessions() as session:
         done = session.scalars(select(SiteProbe).where(SiteProbe.id == probe_id)).one()
     assert done.state == "finished" and done.checks, done.checks
+
+
+def test_a_probe_refused_by_qsub_suggests_no_twin() -> None:
+    # Issue 53 message 11: a probe qsub refused suggested `orch sites check` "on a twin", which a
+    # PBS site has not.
+    from orchestrator.run.probe_checks import Expected, JobEnd, judge
+
+    expected = Expected(token="t", nodes=1, ranks=1, device_type="cuda", python="python3", backend="nccl",
+                        run_dir="/r")
+    pbs = judge(None, expected, JobEnd("refused", "qsub: Unknown queue", scheduler="pbs"), False)[0]
+    assert "twin" not in pbs.fix and "orch sites rehearsal SITE" in pbs.fix and "Unknown queue" in pbs.detail
+    slurm = judge(None, expected, JobEnd("refused", "sbatch: invalid account", scheduler="slurm"), False)[0]
+    assert "`orch sites check SITE` on a twin" in slurm.fix
