@@ -277,6 +277,15 @@ register(
 
 _LM_STRATEGIES = ("ddp", "fsdp-full", "fsdp-grad-op", "zero1", "zero2", "zero3")
 
+# What a strategy needs of the job's PyTorch beyond the workloads' own: (the oldest torch that has
+# the API it calls, that API). `orch plan` checks it against the torch a site profile declares
+# (python_env.torch) and skips the run with this reason (issue 53: Baskerville's PyTorch/2.1.2
+# module has no torch.distributed.fsdp.fully_shard, public from 2.6: pytorch#141868).
+STRATEGY_NEEDS_TORCH: dict[str, tuple[str, str]] = {
+    "fsdp-full": ("2.6", "torch.distributed.fsdp.fully_shard (FSDP2)"),
+    "fsdp-grad-op": ("2.6", "torch.distributed.fsdp.fully_shard (FSDP2)"),
+}
+
 
 def _lm_params(default_model: str) -> tuple[Param, ...]:
     return (
@@ -660,6 +669,13 @@ def _serving_refusal(p: dict[str, Any]) -> str | None:
     try:
         if arrival != "concurrency" and not float(p.get("rate") or 0) > 0:
             return f"arrival {arrival} needs a positive rate (requests per second)"
+        # The rest of what the program refuses at start (issue 53: these planned, then failed).
+        if arrival == "concurrency" and int(p.get("concurrency", 1)) < 1:
+            return "arrival concurrency needs concurrency of at least 1"
+        if int(p.get("num_requests", 1)) < 1:
+            return "num_requests must be positive"
+        if p.get("server_tp") is not None and int(p["server_tp"]) < 1:
+            return "server_tp must be at least 1"
     except (TypeError, ValueError):
         return None
     return _serving_lengths_refusal(p)

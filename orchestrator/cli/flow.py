@@ -157,6 +157,9 @@ def follow_runs(c: Context, executors: "Executors", sweep: str | None, site: str
                 err_console.print(f"{report.unrepaired} run(s) stay 'submitting': the scheduler could not say "
                                   "whether their jobs reached it; a later poll asks again", markup=False)
                 warned = True
+            if report.read_later and not quiet:
+                err_console.print(f"{report.read_later} ended run(s) wait for the next poll: one poll reads at most "
+                                  "64 MiB of metrics files", markup=False)
             submit_runs(c.sessions, executors, site=site, sweep=sweep,
                         run_ids=None if submit_planned else retry_ids(c.sessions, sweep, site))
             counts = state_counts(c.engine, sweep, site)

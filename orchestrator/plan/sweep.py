@@ -573,6 +573,9 @@ def parse_sweep(path: Path | str, text: str | None = None, variant: str | None =
         errors += _check_experiment(doc, index, exp)
         if check_site is not None:
             errors += _check_sites(doc, index, exp, check_site, checked_sites)
+        errors += _unmatched_overrides(doc, ("experiments", index), exp.site_overrides, exp.sites, "this experiment")
+    if sweep is not None and check_site is not None:
+        errors += _unknown_override_sites(doc, sweep.site_overrides, check_site)
     raise_all(errors)
     assert sweep is not None
     counts = [count_runs(exp) for exp in sweep.experiments]
@@ -614,6 +617,33 @@ def _valid_experiments(doc: YamlDocument) -> list[tuple[int, Experiment]]:
         except ValidationError:
             continue
     return out
+
+
+def _unmatched_overrides(doc: YamlDocument, at: Loc, overrides: dict[str, Any], sites: list[str],
+                         whose: str) -> list[SourceError]:
+    """An error for each ``site_overrides`` target that no run's site matches: it would change
+    nothing, silently (issue 53). ``site`` matches its every system; ``site:system`` that system
+    or an experiment naming the whole site."""
+    named = set(sites) | {target.partition(":")[0] for target in sites}
+    return [doc.error(at + ("site_overrides", target),
+                      f"site_overrides names {target!r}, which is not a site of {whose} "
+                      f"({', '.join(sorted(set(sites)))}): it would change nothing")
+            for target in overrides if target not in named and target.partition(":")[0] not in set(sites)]
+
+
+def _unknown_override_sites(doc: YamlDocument, overrides: dict[str, Any], check_site: SiteCheck) -> list[SourceError]:
+    """An error for each of the sweep's ``site_overrides`` targets that names no site profile (a
+    misspelt one changed nothing, silently: issue 53). A site no experiment runs on is allowed
+    here: a variant may narrow the sites, the overrides stay the sweep's."""
+    errors: list[SourceError] = []
+    for target in overrides:
+        try:
+            check_site(target)
+        except SourceError:  # the profile exists, and its own error is reported where it is
+            continue
+        except UserError as exc:
+            errors.append(doc.error(("site_overrides", target), f"site_overrides names no site: {exc}"))
+    return errors
 
 
 def _check_sites(doc: YamlDocument, index: int, exp: Experiment, check_site: SiteCheck,
