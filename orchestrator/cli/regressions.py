@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchestrator.cli.common import JsonOpt, orch_context
+from orchestrator.cli.common import JsonOpt, SweepOpt, orch_context
 from orchestrator.cli.output import console, err_console, print_json, print_table
 
 
@@ -62,7 +62,7 @@ def _series_text(series: dict[str, object]) -> str:
 
 def regressions(
     ctx: typer.Context,
-    sweep: Annotated[Optional[str], typer.Option("--sweep", help="Only series of this sweep.")] = None,
+    sweep: SweepOpt = None,
     metric: Annotated[Optional[str], typer.Option(
         "--metric", help="The figure to follow (default: each series' headline: its median-step rate, "
         "tokens_per_s_median, samples_per_s_median or tflops_median, else tflops or bandwidth_gbs).")]
