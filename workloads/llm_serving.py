@@ -38,7 +38,7 @@ from workloads.harness import Refused, Session, run_workload
 from workloads.harness.metrics import write_atomic
 from workloads.serving import figures as serving_figures
 from workloads.serving import launch, loadgen
-from workloads.serving.spec import LengthDist, lengths_from
+from workloads.serving.spec import REQUEST_STYLES, LengthDist, lengths_from
 
 FAILURE_FILE = "serving_failure.json"
 RECORDS_FILE = "requests.jsonl"
@@ -100,11 +100,16 @@ def body(session: Session) -> None:
     dtype = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[session.precision.name]
 
     server: launch.Server
+    model_dir = ""
     if args.backend == "endpoint":
         server = launch.Server(args.endpoint.rstrip("/"), None, None)
     else:
         host = args.host
         port = args.port or launch.free_port(host)
+        if args.backend == "transformers" and not os.access(launch.serving_python(), os.X_OK):
+            raise Refused(f"--backend transformers needs the serving environment: {launch.serving_python()} is not "
+                          "there (run scripts/setup_serving.sh, or set ORCH_SERVING_PYTHON to a Python with "
+                          "transformers[serving])")
         model_dir = "" if args.backend == "builtin" else launch.write_model_dir(
             launch.llama_config(dataclasses.asdict(size), dtype))
         argv = launch.server_command(args.backend, host=host, port=port, model=args.model, model_dir=model_dir,
@@ -127,6 +132,9 @@ def body(session: Session) -> None:
             _fail(session, run_dir, exc, [], 0.0, slo)
         session.log(f"server healthy after {ready_s:.1f} s at {server.base_url}")
         url = server.base_url + "/v1/completions"
+        # transformers serve answers only to the name it was started with: its model directory.
+        served = model_dir if args.backend == "transformers" else args.model
+        style = REQUEST_STYLES.get(args.backend, "token_ids")
         vocab = size.vocab_size
         # Seeded draws, one stream each: the timed requests' lengths and prompts do not depend on
         # the warm-up count; the warm-up requests are of the mean lengths.
@@ -134,7 +142,7 @@ def body(session: Session) -> None:
         output_lens = output_dist.sample(args.num_requests, 30_000 + args.seed)
         prompt_ids = loadgen.prompts(input_lens, vocab, args.seed)
         if args.warmup:
-            warm = loadgen.run_load(url, model=args.model, arrival="concurrency", rate=0.0, concurrency=1,
+            warm = loadgen.run_load(url, model=served, arrival="concurrency", rate=0.0, concurrency=1, style=style,
                                     prompt_ids=loadgen.prompts([input_dist.mean] * args.warmup, vocab, args.seed + 1),
                                     output_len=output_dist.mean, timeout_s=args.request_timeout_s)
             if warm.server_gone or not server.alive():
@@ -148,7 +156,7 @@ def body(session: Session) -> None:
                 out.write(record.as_json() + "\n")
                 out.flush()
 
-            result = loadgen.run_load(url, model=args.model, arrival=args.arrival, rate=args.rate,
+            result = loadgen.run_load(url, model=served, arrival=args.arrival, rate=args.rate, style=style,
                                       concurrency=args.concurrency, prompt_ids=prompt_ids,
                                       output_len=output_lens, seed=args.seed,
                                       timeout_s=args.request_timeout_s, on_record=keep)

@@ -669,8 +669,9 @@ register(
         params=(
             Param("warmup", int, 2, "untimed requests sent one by one once the server is healthy"),
             Param("tag", str, "", "free-form label recorded with the results"),
-            Param("backend", str, "builtin", "builtin (orch's CPU/any-device server) | vllm (on hpu: Intel Gaudi's "
-                  "vLLM) | sglang | tgi | endpoint (a server already running at --endpoint)", _serving.BACKENDS),
+            Param("backend", str, "builtin", "builtin (orch's CPU/any-device server) | transformers (Hugging Face's "
+                  "transformers serve, continuous batching, on the CPU) | vllm (on hpu: Intel Gaudi's vLLM) | "
+                  "sglang | tgi | endpoint (a server already running at --endpoint)", _serving.BACKENDS),
             Param("endpoint", str, "", "base URL of a running server (backend endpoint), e.g. http://node:8000"),
             Param("model", str, "tiny", "Llama-style size served with random weights "
                   "(workloads/models/llama_configs.py)", tuple(_llama.SIZES)),
