@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
@@ -37,7 +38,7 @@ from typing import Any, NoReturn, Sequence
 from workloads.harness import Refused, Session, run_workload
 from workloads.harness.metrics import write_atomic
 from workloads.serving import figures as serving_figures
-from workloads.serving import launch, loadgen
+from workloads.serving import guidellm_run, launch, loadgen
 from workloads.serving.spec import REQUEST_STYLES, LengthDist, lengths_from
 
 FAILURE_FILE = "serving_failure.json"
@@ -150,16 +151,20 @@ def body(session: Session) -> None:
                     "server_died", f"the server went away during warm-up: {warm.server_gone or server.log_tail()}"),
                     [], 0.0, slo)
 
-        with open(records_path, "a") as out:
-            def keep(record: loadgen.Record) -> None:
-                # Written and flushed as each request ends: a crash later loses none of them.
-                out.write(record.as_json() + "\n")
-                out.flush()
+        if args.loadgen == "guidellm":
+            result, tool = _guidellm_load(session, args, server.base_url, served, input_dist, output_dist, run_dir)
+        else:
+            with open(records_path, "a") as out:
+                def keep(record: loadgen.Record) -> None:
+                    # Written and flushed as each request ends: a crash later loses none of them.
+                    out.write(record.as_json() + "\n")
+                    out.flush()
 
-            result = loadgen.run_load(url, model=served, arrival=args.arrival, rate=args.rate, style=style,
-                                      concurrency=args.concurrency, prompt_ids=prompt_ids,
-                                      output_len=output_lens, seed=args.seed,
-                                      timeout_s=args.request_timeout_s, on_record=keep)
+                result = loadgen.run_load(url, model=served, arrival=args.arrival, rate=args.rate, style=style,
+                                          concurrency=args.concurrency, prompt_ids=prompt_ids,
+                                          output_len=output_lens, seed=args.seed,
+                                          timeout_s=args.request_timeout_s, on_record=keep)
+            tool = {"name": "orch"}
         records = [dataclasses.asdict(r) for r in result.records]
         if result.server_gone or not server.alive():
             why = result.server_gone or f"the server exited with {server.process.poll() if server.process else '?'}"
@@ -178,8 +183,34 @@ def body(session: Session) -> None:
     session.finish(figures, [], warmup_steps=args.warmup,
                    extra={"serving": {"backend": args.backend, "arrival": args.arrival, "slo": slo,
                                       "base_url": server.base_url, "records": RECORDS_FILE, "server_tp": args.server_tp,
+                                      "loadgen": tool,
                                       "lengths": {"input": dataclasses.asdict(input_dist),
                                                   "output": dataclasses.asdict(output_dist)}}})
+
+
+def _guidellm_load(session: Session, args: Any, base_url: str, served: str, input_dist: LengthDist,
+                   output_dist: LengthDist, run_dir: Path) -> tuple[loadgen.LoadResult, dict[str, str]]:
+    """The timed load by GuideLLM, from its own environment; its per-request statistics become
+    requests.jsonl's records. Refused when it is not installed or fails (its log is guidellm.log)."""
+    if input_dist.kind != "fixed" or output_dist.kind != "fixed":
+        raise Refused("--loadgen guidellm takes fixed lengths only (input_dist and output_dist fixed)")
+    if not os.access(guidellm_run.executable(), os.X_OK):
+        raise Refused(f"--loadgen guidellm: {guidellm_run.executable()} is not there (run scripts/setup_serving.sh, "
+                      "or set ORCH_GUIDELLM to a guidellm 0.8 executable)")
+    report = run_dir / "guidellm.json"
+    argv = guidellm_run.command(base_url=base_url, model=served, arrival=args.arrival, rate=args.rate,
+                                concurrency=args.concurrency, num_requests=args.num_requests,
+                                input_len=input_dist.mean, output_len=output_dist.mean, seed=args.seed,
+                                output_path=report)
+    session.log("load by GuideLLM: " + " ".join(argv))
+    with open(run_dir / "guidellm.log", "wb") as log:
+        code = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"}).returncode
+    if code != 0 or not report.exists():
+        raise Refused(f"GuideLLM exited with {code}; its log is {run_dir / 'guidellm.log'}")
+    records, duration, version = guidellm_run.parse(report)
+    (run_dir / RECORDS_FILE).write_text("".join(r.as_json() + "\n" for r in records))
+    return loadgen.LoadResult(records, duration), {"name": "guidellm", "version": version}
 
 
 def _fail(session: Session, run_dir: Path, exc: launch.ServingFailure, records: list[dict[str, Any]],

@@ -703,6 +703,8 @@ register(
                   "a plan passes the run's devices"),
             Param("server_args", str, "", "extra arguments appended to the server's command line"),
             Param("seed", int, 0, "seed of the weights, prompts and Poisson arrivals"),
+            Param("loadgen", str, "orch", "orch (workloads/serving/loadgen.py) | guidellm (GuideLLM from its own "
+                  "environment: workloads/serving/guidellm_run.py; fixed lengths)", _serving.LOADGENS),
         ),
         precisions=("fp32", "fp16", "bf16"),
         refusal=_serving_refusal,

@@ -64,3 +64,41 @@ def test_transformers_serve_answers_d4_tiny_with_requests_in_flight_together(
     # ... and more than one was in flight at the time of a token: the batch holds several.
     most = max(sum(1 for s, e in intervals if s <= t < e) for t, _ in intervals)
     assert most >= 2, intervals
+
+
+GUIDELLM = """\
+name: guidellm
+experiments:
+  - name: guidellm
+    workload: llm_serving
+    sites: [local]
+    walltime: "00:06:00"
+    grid: {backend: transformers, loadgen: guidellm, model: tiny, arrival: poisson, rate: 8, num_requests: 6,
+           input_len: 32, output_len: 8, warmup: 1, slo: mlperf-llama2-70b-server}
+"""
+
+
+@pytest.mark.slow
+def test_guidellm_drives_transformers_serve_into_the_same_serving_rows(tmp_path: Path) -> None:
+    """--loadgen guidellm: GuideLLM 0.8 from .venv-guidellm drives the same server; its per-request
+    statistics are requests.jsonl's records and the serving row's figures, its name and version
+    in the run's provenance."""
+    run = run_orch("run", str(write(tmp_path / "g.yaml", GUIDELLM)), "--interval", "0.5", cwd=tmp_path, env=ENV,
+                   timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    query = "SELECT s.*, r.run_dir FROM serving s JOIN runs r ON r.id = s.run_id"
+    (row,) = json.loads(run_orch("sql", "-f", "json", query, cwd=tmp_path, env=ENV, check=True).stdout)
+    run_dir = Path(row["run_dir"])
+    provenance = json.loads((run_dir / "metrics.json").read_text())["serving"]["loadgen"]
+    assert provenance["name"] == "guidellm" and provenance["version"].startswith("0.8")
+    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    assert len(records) == 6 == row["requests_completed"] and all(r["ok"] for r in records)
+    # GuideLLM's prompts were cut to 32 tokens by the served model's tokenizer, 8 tokens came back.
+    assert all(r["input_tokens"] == 32 and r["output_tokens"] == 8 for r in records)
+    assert all(r["chunks"] == "first_last" and len(r["chunk_s"]) == 2 for r in records)
+    ttft = sorted(r["chunk_s"][0] for r in records)
+    assert row["ttft_p50_s"] == pytest.approx((ttft[2] + ttft[3]) / 2, rel=1e-9)
+    # ITL: one per request, GuideLLM's mean gap.
+    assert row["itl_count"] == 6
+    gaps = sorted((r["chunk_s"][1] - r["chunk_s"][0]) / 7 for r in records)
+    assert row["itl_p50_s"] == pytest.approx((gaps[2] + gaps[3]) / 2, rel=1e-9)

@@ -10,8 +10,7 @@ Before serving, it writes beside the ``config.json`` in ``MODEL_DIR`` (orch's Ll
 one vLLM's dummy load format reads) what ``transformers serve`` loads: seeded random weights, a
 word-level tokenizer whose tokens are ``t0`` ... ``t{vocab-1}`` (a prompt of N such words is N
 tokens, as the load generator's ``text`` requests are), and a generation config without an
-end-of-sequence token, so every request generates exactly its ``max_tokens`` (the server
-refuses vLLM's ``ignore_eos``/``min_tokens`` fields).
+end-of-sequence token, so every request generates exactly its ``max_tokens``.
 
     python workloads/serving/hf_server.py MODEL_DIR --host H --port P --seed S --dtype float32 [EXTRA ...]
 """
@@ -45,9 +44,24 @@ def write_model(model_dir: Path, seed: int) -> None:
     words = models.WordLevel({word(i): i for i in range(vocab)}, unk_token=word(0))
     tokenizer = Tokenizer(words)
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    # Each generated token streams as " tN": a chunk per token, no word glued to the next.
-    tokenizer.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="never")
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token=word(0), pad_token=word(0)).save_pretrained(model_dir)
+    # Decoded words are joined by spaces (a client's prompt decoded from ids is its words again).
+    tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    # No special tokens: a client decoding with skip_special_tokens (GuideLLM's synthetic prompts,
+    # made of words outside the vocabulary: all t0) would otherwise get empty text.
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer).save_pretrained(model_dir)
+
+
+def accept_vllm_fields() -> None:
+    """Let /v1/completions take vLLM's ``ignore_eos`` and ``min_tokens`` (GuideLLM and AIPerf send
+    them to ask for exact output lengths) instead of refusing the request as having unknown
+    fields: here they are moot, as the model has no end-of-sequence token to stop at."""
+    from transformers.cli.serving import completion
+
+    class Params(completion.TransformersTextCompletionCreateParams, total=False):  # type: ignore[call-arg]
+        ignore_eos: bool
+        min_tokens: int
+
+    completion.CompletionHandler._valid_params_class = Params
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,6 +78,8 @@ def main(argv: list[str] | None = None) -> None:
     # No network: the model is local, and the CLI's once-a-day PyPI version check is skipped.
     os.environ.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_UPDATE_CHECK="1", HF_HUB_DISABLE_TELEMETRY="1")
     from transformers.cli.transformers import app
+
+    accept_vllm_fields()
 
     sys.argv = ["transformers", "serve", str(args.model_dir), "--continuous-batching", "--device", "cpu",
                 "--dtype", args.dtype, "--host", args.host, "--port", str(args.port), *extra]

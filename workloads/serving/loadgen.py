@@ -52,6 +52,9 @@ class Record:
     chunk_s: list[float] = field(default_factory=list)  # each content chunk's arrival
     output_tokens: int = 0  # the server's usage figure, else the number of content chunks
     error: str | None = None
+    # "all": chunk_s holds every content chunk's arrival; "first_last": only the first and last
+    # token's (a tool that keeps no more, such as GuideLLM: workloads/serving/guidellm_run.py).
+    chunks: str = "all"
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), allow_nan=False)

@@ -18,6 +18,7 @@ BACKENDS = ("builtin", "transformers", "vllm", "sglang", "tgi", "endpoint")
 # refuses unknown fields; its model has no end-of-sequence token, so max_tokens is exact).
 REQUEST_STYLES: dict[str, str] = {"transformers": "text"}
 ARRIVALS = ("poisson", "constant", "concurrency")
+LOADGENS = ("orch", "guidellm")  # whose load generator drives the server (workloads/serving/guidellm_run.py)
 
 # failure class -> exit code of the workload (2 stays a refusal: workloads/harness/errors.py).
 EXIT_CODES: dict[str, int] = {"server_unhealthy": 3, "server_died": 4, "port_in_use": 5}
