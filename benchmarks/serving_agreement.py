@@ -98,7 +98,7 @@ def main() -> int:
         mean = {t: sum(v) / len(v) for t, v in values.items()}
         diff = (mean["guidellm"] - mean["orch"]) / mean["orch"]
         out[name] = {**values, "diff": diff}
-        scale = 1000 if name.endswith("_s") else 1
+        scale = 1 if name.endswith("per_s") else 1000  # latencies in ms, rates as they are
         label = name + (" (ms)" if scale == 1000 else "")
         print(f"{label:22}" + "".join(f"{v * scale:14.2f}" for t in passes for v in values[t]) + f"{diff:+9.1%}")
     print(json.dumps(out))
