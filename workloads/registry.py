@@ -638,6 +638,9 @@ def _serving_refusal(p: dict[str, Any]) -> str | None:
         return str(exc)
     if p.get("backend") == "endpoint" and not p.get("endpoint"):
         return "backend endpoint needs endpoint: URL (the running server's base URL)"
+    if p.get("loadgen") == "guidellm" and any((p.get(f"{side}_dist") or "fixed") != "fixed"
+                                               for side in ("input", "output")):
+        return "loadgen guidellm takes fixed lengths only (input_dist and output_dist fixed)"
     arrival = p.get("arrival") or "poisson"
     try:
         if arrival != "concurrency" and not float(p.get("rate") or 0) > 0:

@@ -53,3 +53,12 @@ def test_first_last_records_count_one_mean_gap_each_as_guidellm_does() -> None:
     # TTFT, TPOT and e2e need only the first and last times: both records give the same.
     for name in ("ttft_p50_s", "tpot_p50_s", "e2e_p50_s", "output_tokens_per_s"):
         assert mean[name] == pytest.approx(pooled[name])
+
+
+def test_guidellm_with_drawn_lengths_is_refused_at_plan_time() -> None:
+    from workloads.registry import _serving_refusal
+
+    params = {"loadgen": "guidellm", "rate": 2, "input_len": 32, "output_len": 8}
+    assert _serving_refusal(params) is None
+    why = _serving_refusal({**params, "output_dist": "uniform", "output_min": 4, "output_max": 12})
+    assert why is not None and "guidellm" in why and "fixed" in why
