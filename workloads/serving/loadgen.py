@@ -6,7 +6,8 @@ transformers, a multi-process service stack) into ``.venv`` and onto every compu
 Python, and pin versions that fight the sites' own torch stacks. What orch needs from them
 is small: open-loop arrivals, streamed completions timed per chunk, one record per request.
 This module does that with asyncio streams; its figures follow their definitions (and
-``vllm bench serve``'s): see ``figures.py``.
+``vllm bench serve``'s): see ``figures.py``. GuideLLM itself can drive a run instead
+(``--loadgen guidellm``), from an environment of its own: workloads/serving/guidellm_run.py.
 
 Arrivals (the field's three):
 - ``poisson``: open loop, exponential gaps of mean 1/rate (seeded), as ``vllm bench serve
