@@ -42,3 +42,6 @@ fi
 # of CPU each. Python checks each file against its source, so an edited module is still read
 # as edited. Quick when nothing changed.
 .venv/bin/python -m compileall -q -j 0 orchestrator workloads benchmarks scripts tests db >/dev/null 2>&1 || true
+# The serving environment (.venv-serving): Hugging Face's transformers serve for llm_serving's
+# `transformers` backend and its tests, apart from .venv.
+scripts/setup_serving.sh

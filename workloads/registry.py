@@ -665,6 +665,9 @@ def _serving_refusal(p: dict[str, Any]) -> str | None:
         return str(exc)
     if p.get("backend") == "endpoint" and not p.get("endpoint"):
         return "backend endpoint needs endpoint: URL (the running server's base URL)"
+    if p.get("loadgen") == "guidellm" and any((p.get(f"{side}_dist") or "fixed") != "fixed"
+                                               for side in ("input", "output")):
+        return "loadgen guidellm takes fixed lengths only (input_dist and output_dist fixed)"
     arrival = p.get("arrival") or "poisson"
     try:
         if arrival != "concurrency" and not float(p.get("rate") or 0) > 0:
@@ -703,8 +706,9 @@ register(
         params=(
             Param("warmup", int, 2, "untimed requests sent one by one once the server is healthy"),
             Param("tag", str, "", "free-form label recorded with the results"),
-            Param("backend", str, "builtin", "builtin (orch's CPU/any-device server) | vllm (on hpu: Intel Gaudi's "
-                  "vLLM) | sglang | tgi | endpoint (a server already running at --endpoint)", _serving.BACKENDS),
+            Param("backend", str, "builtin", "builtin (orch's CPU/any-device server) | transformers (Hugging Face's "
+                  "transformers serve, continuous batching, on the CPU) | vllm (on hpu: Intel Gaudi's vLLM) | "
+                  "sglang | tgi | endpoint (a server already running at --endpoint)", _serving.BACKENDS),
             Param("endpoint", str, "", "base URL of a running server (backend endpoint), e.g. http://node:8000"),
             Param("model", str, "tiny", "Llama-style size served with random weights "
                   "(workloads/models/llama_configs.py)", tuple(_llama.SIZES)),
@@ -736,6 +740,8 @@ register(
                   "a plan passes the run's devices"),
             Param("server_args", str, "", "extra arguments appended to the server's command line"),
             Param("seed", int, 0, "seed of the weights, prompts and Poisson arrivals"),
+            Param("loadgen", str, "orch", "orch (workloads/serving/loadgen.py) | guidellm (GuideLLM from its own "
+                  "environment: workloads/serving/guidellm_run.py; fixed lengths)", _serving.LOADGENS),
         ),
         precisions=("fp32", "fp16", "bf16"),
         refusal=_serving_refusal,
