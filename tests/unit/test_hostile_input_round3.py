@@ -4,6 +4,10 @@ without checks -- and every user-supplied name is checked for its type before us
 
 from __future__ import annotations
 
+import json
+import os
+import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,3 +46,139 @@ def test_a_sweep_name_that_is_not_text_with_a_variant_is_a_clear_error(tmp_path:
     with pytest.raises(SourceError) as info:
         parse_sweep(path, variant="tiny")
     assert str(info.value).startswith(f"{path}:1: name: expected the sweep's name (text)")
+
+
+# ---------------------------------------------------------------- orch follow: the pid file
+
+def _follower_file(state: Path, **fields: object) -> Path:
+    state.mkdir(parents=True, exist_ok=True)
+    data = {"pid": 0, "started_at": "2026-01-01T00:00:00+00:00", "proc_start": None,
+            "args": ["status", "--watch"], "log": str(state / "follower.log"), "cwd": str(state)}
+    data.update(fields)
+    path = state / "follower.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _orch(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    from tests.conftest import run_orch
+
+    return run_orch(*args, cwd=tmp_path, env={"ORCH_HOME": str(tmp_path / "home")}, timeout=timeout)
+
+
+def _start_time(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
+def test_follow_stop_signals_no_process_the_pid_file_names_unless_it_is_the_follower(tmp_path: Path) -> None:
+    """A pid file a job rewrote once made `orch follow stop` kill any process (-1: every one the
+    user may signal; 0: orch's own group). Only the follower `follow start` recorded is signalled."""
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        state = tmp_path / "home"
+        # The bystander's own pid and start time: only its command line says it is no follower.
+        for pid, start in ((bystander.pid, _start_time(bystander.pid)), (bystander.pid, None),
+                           (os.getpid(), _start_time(os.getpid()))):
+            _follower_file(state, pid=pid, proc_start=start)
+            proc = _orch(tmp_path, "follow", "stop")
+            assert proc.returncode == 0 and "no follower is running" in proc.stdout, proc.stderr
+            assert bystander.poll() is None, "the bystander was signalled"
+        for pid in (-1, 0, 1, True, "12", 2 ** 70, 1.5):
+            _follower_file(state, pid=pid)
+            proc = _orch(tmp_path, "follow", "stop")
+            assert proc.returncode != 0 and "Traceback" not in proc.stderr
+            assert proc.stderr.startswith("error: ") and "pid" in proc.stderr and "no process was signalled" in \
+                proc.stderr, proc.stderr
+            assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "huge", "list", "deep", "types"])
+def test_a_bad_follower_file_is_one_line_not_a_traceback_hang_or_memory_error(tmp_path: Path, kind: str) -> None:
+    state = tmp_path / "home"
+    state.mkdir(parents=True)
+    path = state / "follower.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "huge":
+        path.write_text('{"pid": "' + "x" * (8 << 20) + '"}')
+    elif kind == "list":
+        path.write_text("[1, 2]")
+    elif kind == "deep":
+        path.write_text("[" * 50_000)
+    else:
+        _follower_file(state, args="status", log=5)
+    for command in ("stop", "status"):
+        proc = _orch(tmp_path, "follow", command, timeout=30)
+        assert proc.returncode == 2, (proc.stdout, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {path}:"), proc.stderr
+
+
+# ---------------------------------------------------------------- writes never through a planted link
+
+def test_follow_start_writes_through_no_planted_link(tmp_path: Path) -> None:
+    """`follower.tmp` and `follower.log` planted as links to a file of the user's were written
+    through (the pid file's JSON into it, or the log appended to it)."""
+    from orchestrator.run import detach
+
+    state = tmp_path / "state"
+    state.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (state / "follower.tmp").symlink_to(victim)
+    follower = detach.start(state, ["--version"], dict(os.environ), tmp_path)
+    try:
+        assert victim.read_text() == "precious\n"
+        assert not (state / "follower.json").is_symlink() and detach.read(state) == follower
+    finally:
+        detach.stop(state, timeout_s=5)
+    (state / "follower.log").unlink()
+    (state / "follower.log").symlink_to(victim)
+    with pytest.raises(RuntimeError, match="follower.log: cannot write the follower's log"):
+        detach.start(state, ["--version"], dict(os.environ), tmp_path)
+    assert victim.read_text() == "precious\n"
+
+
+def test_calibration_writes_through_no_planted_link(tmp_path: Path) -> None:
+    from orchestrator.safefile import replace_file
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    target = tmp_path / "calibration.yaml"
+    target.with_suffix(".yaml.tmp").symlink_to(victim)
+    replace_file(target, b"entries: []\n")
+    assert victim.read_text() == "precious\n" and target.read_text() == "entries: []\n"
+    assert not any(p.name.startswith(".calibration") for p in tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------- orch export deletes nothing
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root (CI runs as root)")
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_export_whose_write_fails_deletes_no_device_node(tmp_path: Path, fmt: str) -> None:
+    """Exporting to /dev/full as root removed the device node (pyarrow deletes a failed output)."""
+    (tmp_path / "s.yaml").write_text(SWEEP)
+    assert _orch(tmp_path, "plan", str(tmp_path / "s.yaml")).returncode == 0
+    full = tmp_path / "full"
+    os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))  # the same device as /dev/full
+    proc = _orch(tmp_path, "export", "--view", "runs", "--format", fmt, "-o", str(full))
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: --output {full}: cannot write"), proc.stderr
+    assert stat.S_ISCHR(full.lstat().st_mode), "the device node was removed"
+
+
+def test_export_replaces_an_existing_file_whole(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SWEEP)
+    assert _orch(tmp_path, "plan", str(tmp_path / "s.yaml")).returncode == 0
+    out = tmp_path / "runs.parquet"
+    out.write_text("old")
+    proc = _orch(tmp_path, "export", "--view", "runs", "--format", "parquet", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(out).num_rows == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".runs")) == []
