@@ -751,7 +751,8 @@ def sql(
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
-    from orchestrator.results.db.engine import ATTACH_REFUSED, is_read_only_refusal, open_engine, session_factory
+    from orchestrator.results.db.engine import (ATTACH_REFUSED, is_read_only_refusal, is_several_statements, open_engine,
+                                                 session_factory)
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format: expected table, csv or json, got {fmt!r}")
@@ -783,6 +784,9 @@ def sql(
             if not write and ATTACH_REFUSED in str(exc.orig):
                 raise UserError("orch sql is read-only: ATTACH and VACUUM INTO are refused (they would open "
                                 "or create another file); nothing was changed") from None
+            if not write and is_several_statements(exc):
+                raise UserError("orch sql without --write runs one statement per call; this text holds "
+                                "more than one (nothing was changed)") from None
             if not write and is_read_only_refusal(exc):
                 raise UserError("orch sql is read-only: this statement would change the database "
                                 "(nothing was changed; add --write to allow it)") from None

@@ -182,3 +182,30 @@ def test_export_replaces_an_existing_file_whole(tmp_path: Path) -> None:
 
     assert pq.read_table(out).num_rows == 1
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".runs")) == []
+
+
+# ---------------------------------------------------------------- orch sql stays read-only
+
+@pytest.mark.parametrize("query", [
+    "BEGIN READ WRITE; CREATE TABLE planted (x int); COMMIT",
+    "COMMIT; BEGIN READ WRITE; CREATE TABLE planted (x int); COMMIT",
+    "SELECT 1; CREATE TABLE planted (x int)",
+    "SET default_transaction_read_only = off; CREATE TABLE planted (x int)",
+])
+def test_sql_without_write_changes_nothing_through_several_statements(tmp_path: Path, db_url: str,
+                                                                      query: str) -> None:
+    """On PostgreSQL, `BEGIN READ WRITE; ...; COMMIT` committed a table without --write."""
+    from tests.conftest import run_orch
+
+    env = {"ORCH_HOME": str(tmp_path / "home"), "ORCH_DB_URL": db_url}
+    (tmp_path / "s.yaml").write_text(SWEEP)
+    assert run_orch("plan", str(tmp_path / "s.yaml"), cwd=tmp_path, env=env).returncode == 0
+    proc = run_orch("sql", query, cwd=tmp_path, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, (proc.stdout, proc.stderr)
+    assert proc.stderr.startswith("error: "), proc.stderr
+    # SQLite's parser refuses some of these texts before it sees a second statement.
+    assert "one statement" in proc.stderr or (db_url.startswith("sqlite") and "syntax error" in proc.stderr)
+    check = run_orch("sql", "--format", "json", "SELECT count(*) AS n FROM runs", cwd=tmp_path, env=env)
+    assert json.loads(check.stdout) == [{"n": 1}]
+    tables = run_orch("sql", "--write", "SELECT * FROM planted", cwd=tmp_path, env=env)
+    assert tables.returncode == 2 and "planted" in tables.stderr, "a table was created without --write"
