@@ -751,8 +751,13 @@ def sql(
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
-    from orchestrator.results.db.engine import (ATTACH_REFUSED, is_read_only_refusal, is_several_statements, open_engine,
-                                                 session_factory)
+    from orchestrator.results.db.engine import (
+        ATTACH_REFUSED,
+        is_read_only_refusal,
+        is_several_statements,
+        open_engine,
+        session_factory,
+    )
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format: expected table, csv or json, got {fmt!r}")
