@@ -209,3 +209,58 @@ def test_sql_without_write_changes_nothing_through_several_statements(tmp_path: 
     assert json.loads(check.stdout) == [{"n": 1}]
     tables = run_orch("sql", "--write", "SELECT * FROM planted", cwd=tmp_path, env=env)
     assert tables.returncode == 2 and "planted" in tables.stderr, "a table was created without --write"
+
+
+# ---------------------------------------------------------------- local jobs: no pickle, no reused id
+
+class _Planted:
+    """Unpickling this creates the file it names: code run inside orch."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return (os.system, (f"touch {self.path}",))
+
+
+def test_a_job_written_pickle_is_never_loaded(tmp_path: Path) -> None:
+    import pickle
+
+    from orchestrator.run.executors import JobState
+    from orchestrator.run.executors.local import LocalExecutor
+
+    executor = LocalExecutor(tmp_path / "jobs")
+    sentinel = tmp_path / "ran"
+    for job_id in ("4242", "4242-99"):
+        (executor.folder / f"{job_id}_0_result.pkl").write_bytes(pickle.dumps(_Planted(sentinel)))
+        info = executor.query([job_id])[job_id]
+        assert not sentinel.exists(), "a pickle the job wrote was loaded"
+        assert info.state == JobState.FAILED and info.reason == "the job's process ended without a result"
+
+
+def test_a_result_of_an_earlier_job_with_the_same_pid_is_not_taken(tmp_path: Path) -> None:
+    """On pid_max 32768 a new job got an earlier job's pid and took its result at the first poll."""
+    from orchestrator.run.executors import JobState
+    from orchestrator.run.executors.local import LocalExecutor
+    from orchestrator.run.executors.local_job import RESULTS_DIR, _write_result, run_batch_script
+
+    executor = LocalExecutor(tmp_path / "jobs")
+    assert run_batch_script  # the wrapper that writes results
+    earlier = {"exit_code": 0, "timed_out": False, "cancelled": False, "started_at": None, "finished_at": None,
+               "cores": [0], "cores_held": 1, "threads": 1, "alone": True, "waited_s": 0.0}
+    _write_result(executor.folder / RESULTS_DIR, "4242-100", earlier)
+    assert executor.query(["4242-100"])["4242-100"].state == JobState.COMPLETED
+    assert executor.query(["4242-200"])["4242-200"].state == JobState.FAILED  # same pid, a later job
+
+
+@pytest.mark.parametrize("text", ["[1]", '{"exit_code": "0"}', "{" * 50_000, '{"error": 5}'])
+def test_a_bad_result_file_is_a_failed_job_not_a_traceback(tmp_path: Path, text: str) -> None:
+    from orchestrator.run.executors import JobState
+    from orchestrator.run.executors.local import LocalExecutor
+    from orchestrator.run.executors.local_job import RESULTS_DIR
+
+    executor = LocalExecutor(tmp_path / "jobs")
+    (executor.folder / RESULTS_DIR).mkdir()
+    (executor.folder / RESULTS_DIR / "4242-1.json").write_text(text)
+    info = executor.query(["4242-1"])["4242-1"]
+    assert info.state == JobState.FAILED and "result file" in (info.reason or "")
