@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -264,3 +265,26 @@ def test_a_bad_result_file_is_a_failed_job_not_a_traceback(tmp_path: Path, text:
     (executor.folder / RESULTS_DIR / "4242-1.json").write_text(text)
     info = executor.query(["4242-1"])["4242-1"]
     assert info.state == JobState.FAILED and "result file" in (info.reason or "")
+
+
+# ---------------------------------------------------------------- submit without qsub (real use 2)
+
+def test_submit_where_qsub_is_not_on_path_exits_1_and_the_run_stays_plannable(tmp_path: Path) -> None:
+    """It printed "submitted 0 run(s); 1 refused", exited 0 and failed the run for good."""
+    from tests.conftest import run_orch
+
+    bare = tmp_path / "bin"  # python and orch only: no qsub, wherever the machine has one
+    bare.mkdir()
+    env = {"ORCH_HOME": str(tmp_path / "home"), "ORCH_ACCOUNT": "acct",
+           "PATH": f"{bare}:{Path(sys.executable).parent}:/usr/bin:/bin"}
+    if any((Path(d) / "qsub").exists() for d in env["PATH"].split(":")):
+        pytest.skip("qsub is in /usr/bin or /bin here")
+    (tmp_path / "s.yaml").write_text(SWEEP.replace("sites: [local]", "sites: [polaris]"))
+    assert run_orch("plan", str(tmp_path / "s.yaml"), cwd=tmp_path, env=env).returncode == 0
+    proc = run_orch("submit", cwd=tmp_path, env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, (proc.stdout, proc.stderr)
+    assert "qsub" in proc.stderr
+    rows = json.loads(run_orch("sql", "-f", "json", "SELECT status FROM runs", cwd=tmp_path, env=env).stdout)
+    assert rows == [{"status": "planned"}]
+    attempts = run_orch("sql", "-f", "json", "SELECT count(*) AS n FROM attempts", cwd=tmp_path, env=env).stdout
+    assert json.loads(attempts) == [{"n": 0}]
