@@ -288,3 +288,95 @@ def test_submit_where_qsub_is_not_on_path_exits_1_and_the_run_stays_plannable(tm
     assert rows == [{"status": "planned"}]
     attempts = run_orch("sql", "-f", "json", "SELECT count(*) AS n FROM attempts", cwd=tmp_path, env=env).stdout
     assert json.loads(attempts) == [{"n": 0}]
+
+
+# ---------------------------------------------------------------- the core ledger
+
+@pytest.fixture(scope="module")
+def other_user() -> str:
+    """A user other than the one running orch, to plant files as (created once, as root)."""
+    if os.geteuid() != 0:
+        pytest.skip("creating a user needs root (CI runs as root)")
+    name = "orchplant"
+    if subprocess.run(["id", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    return name
+
+
+def _as(user: str, *command: str) -> None:
+    subprocess.run(["runuser", "-u", user, "--", *command], check=True)
+
+
+def test_a_ledger_another_user_planted_is_not_used_and_changes_nothing(tmp_path: Path, other_user: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user's symbolic link as `lock` made a root job chmod a 0600 file to 0666."""
+    import shutil
+    import tempfile
+
+    from orchestrator.run.executors.local_cores import DIR_ENV
+
+    shared = Path(tempfile.mkdtemp(prefix="orch-shared-", dir="/tmp"))  # like /tmp: the other user reaches it
+    shared.chmod(0o1777)
+    request_cleanup = shutil.rmtree
+    monkeypatch.setenv("TMPDIR", str(shared))
+    monkeypatch.delenv(DIR_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
+    try:
+        _planted_ledger(tmp_path, other_user, shared)
+    finally:
+        request_cleanup(shared, ignore_errors=True)
+
+
+def _planted_ledger(tmp_path: Path, other_user: str, shared: Path) -> None:
+    from orchestrator.run.executors.local_cores import CoreLedger, UnsafeLedger, ledger_dir
+
+    victim = tmp_path / "secret"
+    victim.write_text("key\n")
+    victim.chmod(0o600)
+    folder = ledger_dir()
+    assert folder.parent == shared
+    _as(other_user, "mkdir", "-m", "1777", str(folder))
+    _as(other_user, "ln", "-s", str(victim), str(folder / "lock"))
+    with pytest.raises(UnsafeLedger, match="must be yours"):
+        CoreLedger().acquire(1)
+    assert victim.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_planted_lock_link_in_the_users_own_ledger_is_not_followed(tmp_path: Path) -> None:
+    from orchestrator.run.executors.local_cores import CoreLedger
+
+    victim = tmp_path / "secret"
+    victim.write_text("key\n")
+    victim.chmod(0o600)
+    (tmp_path / "ledger").mkdir(mode=0o700)
+    (tmp_path / "ledger" / "lock").symlink_to(victim)
+    with pytest.raises(OSError):
+        CoreLedger(tmp_path / "ledger").acquire(1)
+    assert victim.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("state", [
+    '{"next": "x"}', '{"waiting": [{"ticket": "a", "pid": 1}]}', '{"holding": 5}', "[1]", "{" * 10_000,
+    '{"waiting": [{"pid": true, "ticket": 1, "start": null}]}',
+])
+def test_a_corrupt_ledger_state_is_reset_with_a_warning(tmp_path: Path, state: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad state.json failed every local run (or made every run wait for ever)."""
+    from orchestrator.run.executors.local_cores import CoreLedger
+
+    folder = tmp_path / "ledger"
+    folder.mkdir(mode=0o700)
+    (folder / "state.json").write_text(state)
+    ledger = CoreLedger(folder)
+    grant = ledger.acquire(1, capacity=1, should_stop=_after(5.0))
+    assert grant is not None and grant.held == 1
+    ledger.release()
+    if state.startswith("{") and len(state) < 100:
+        assert "started afresh" in capsys.readouterr().err
+
+
+def _after(seconds: float):  # type: ignore[no-untyped-def]
+    import time
+
+    deadline = time.monotonic() + seconds
+    return lambda: time.monotonic() > deadline
