@@ -84,8 +84,8 @@ def test_follow_stop_signals_no_process_the_pid_file_names_unless_it_is_the_foll
             proc = _orch(tmp_path, "follow", "stop")
             assert proc.returncode == 0 and "no follower is running" in proc.stdout, proc.stderr
             assert bystander.poll() is None, "the bystander was signalled"
-        for pid in (-1, 0, 1, True, "12", 2 ** 70, 1.5):
-            _follower_file(state, pid=pid)
+        for bad in (-1, 0, 1, True, "12", 2 ** 70, 1.5):
+            _follower_file(state, pid=bad)
             proc = _orch(tmp_path, "follow", "stop")
             assert proc.returncode != 0 and "Traceback" not in proc.stderr
             assert proc.stderr.startswith("error: ") and "pid" in proc.stderr and "no process was signalled" in \
@@ -220,7 +220,7 @@ class _Planted:
     def __init__(self, path: Path) -> None:
         self.path = str(path)
 
-    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
         return (os.system, (f"touch {self.path}",))
 
 
@@ -243,10 +243,9 @@ def test_a_result_of_an_earlier_job_with_the_same_pid_is_not_taken(tmp_path: Pat
     """On pid_max 32768 a new job got an earlier job's pid and took its result at the first poll."""
     from orchestrator.run.executors import JobState
     from orchestrator.run.executors.local import LocalExecutor
-    from orchestrator.run.executors.local_job import RESULTS_DIR, _write_result, run_batch_script
+    from orchestrator.run.executors.local_job import RESULTS_DIR, _write_result
 
     executor = LocalExecutor(tmp_path / "jobs")
-    assert run_batch_script  # the wrapper that writes results
     earlier = {"exit_code": 0, "timed_out": False, "cancelled": False, "started_at": None, "finished_at": None,
                "cores": [0], "cores_held": 1, "threads": 1, "alone": True, "waited_s": 0.0}
     _write_result(executor.folder / RESULTS_DIR, "4242-100", earlier)
