@@ -66,7 +66,7 @@ def submit(
                     "unreached": [{"run_id": r, "reason": why} for r, why in report.unreached],
                     "would_submit": report.would_submit, "scheduler_calls": report.calls,
                     **({"nothing_submitted": empty_reason} if nothing else {})})
-        if nothing:
+        if nothing or (report.failed and not report.submitted):
             raise typer.Exit(1)
         return
     if dry_run:
@@ -88,6 +88,8 @@ def submit(
                    if report.unreached else ""))
     for run_id, why in report.failed:
         err_console.print(f"  {run_id}: {why}", markup=False)
+    if report.failed and not report.submitted:  # every run tried was refused: nothing submitted
+        raise typer.Exit(1)
 
 
 def _why_unreached(unreached: list[tuple[str, str]]) -> str:

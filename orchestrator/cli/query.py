@@ -89,6 +89,7 @@ def export(
 ) -> None:
     """Export a view (default [bold]results[/bold]) as CSV, JSON or Parquet."""
     from orchestrator.results.queries import view_rows
+    from orchestrator.safefile import replace_file
 
     if fmt not in ("csv", "json", "parquet"):
         raise UserError(f"--format: expected csv, json or parquet, got {fmt!r}")
@@ -112,10 +113,14 @@ def export(
 
         table = pa.table({name: [jsonable(row[i]) for row in rows] for i, name in enumerate(columns)})
         assert output is not None
+        # pyarrow removes its output when a write fails (it removed /dev/full as root): write to
+        # memory, then through replace_file, which deletes nothing orch did not make.
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
         try:
-            pq.write_table(table, output)
+            replace_file(output, sink.getvalue().to_pybytes())
         except OSError as exc:  # a missing folder, no permission, disk full
-            raise UserError(f"--output {output}: cannot write: {exc}") from None
+            raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
         err_console.print(f"wrote {len(rows)} row(s) to {output}")
         return
     if output is None:
@@ -128,7 +133,7 @@ def export(
     with contextlib.redirect_stdout(buffer):
         print_rows(columns, rows, fmt)
     try:
-        output.write_text(buffer.getvalue())
+        replace_file(output, buffer.getvalue().encode())
     except OSError as exc:  # a missing folder, no permission, disk full
         raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
     err_console.print(f"wrote {len(rows)} row(s) to {output}")

@@ -507,7 +507,12 @@ def _apply_variant(doc: YamlDocument, name: str) -> None:
     experiments = data.get("experiments")
     if not isinstance(experiments, list):
         return  # the normal validation reports it
-    # Only string names can be matched (a list or mapping as a name is reported by validation).
+    # A name is matched against the variant's (a set lookup): a list or mapping as a name would
+    # end in "unhashable type", a number would silently match nothing. Every name is text first.
+    for index, exp in enumerate(experiments):
+        if isinstance(exp, dict) and "name" in exp and not isinstance(exp["name"], str):
+            raise doc.error(("experiments", index, "name"),
+                            f"expected an experiment name (text), got {exp['name']!r}")
     names = {e.get("name") for e in experiments if isinstance(e, dict) and isinstance(e.get("name"), str)}
     for unknown in set(variant.experiments) - names:
         raise doc.error(("variants", name, "experiments", unknown), "no experiment of that name")
@@ -524,13 +529,16 @@ def _apply_variant(doc: YamlDocument, name: str) -> None:
         groups = exp.get("zip")
         if isinstance(groups, dict):
             groups.update({k: v for k, v in variant.zip.items() if k in groups})
-        own = variant.experiments.get(exp["name"], {}) if exp.get("name") in names else {}
+        own = variant.experiments.get(exp["name"], {}) if isinstance(exp.get("name"), str) else {}
         for key, value in own.items():
             if key == "grid" and isinstance(value, dict) and isinstance(exp.get("grid"), dict):
                 exp["grid"].update(value)
             else:
                 exp[key] = value
-    data["name"] = f"{data.get('name')}-{name}"
+    if not isinstance(data.get("name"), str):  # "3-tiny" or "['a']-tiny" would hide what was written
+        raise doc.error(("name",) if "name" in data else (), f"expected the sweep's name (text), "
+                        f"got {data.get('name')!r}" if "name" in data else "no 'name' at the top level")
+    data["name"] = f"{data['name']}-{name}"
 
 
 # Checks that a site a sweep names exists (``orchestrator.sites.profiles.load_site`` with the

@@ -124,7 +124,12 @@ def run_query(engine: "Engine", query: str, write: bool, max_rows: int,
     rows (0: all) and :data:`sql_bounds.SQL_MAX_BYTES` read, for at most ``timeout_s`` seconds (0:
     no limit); what the database refuses is a UserError saying why, nothing changed."""
     from orchestrator.results import sql_bounds
-    from orchestrator.results.db.engine import ATTACH_REFUSED, is_read_only_refusal, session_factory
+    from orchestrator.results.db.engine import (
+        ATTACH_REFUSED,
+        is_read_only_refusal,
+        is_several_statements,
+        session_factory,
+    )
 
     with session_factory(engine)() as session, sql_bounds.time_limit(session, timeout_s):
         try:
@@ -136,6 +141,9 @@ def run_query(engine: "Engine", query: str, write: bool, max_rows: int,
             if not write and ATTACH_REFUSED in str(exc.orig):
                 raise UserError("orch sql is read-only: ATTACH and VACUUM INTO are refused (they would open "
                                 "or create another file); nothing was changed") from None
+            if not write and is_several_statements(exc):
+                raise UserError("orch sql without --write runs one statement per call; this text holds "
+                                "more than one (nothing was changed)") from None
             if not write and is_read_only_refusal(exc):
                 raise UserError("orch sql is read-only: this statement would change the database "
                                 "(nothing was changed; add --write to allow it)") from None

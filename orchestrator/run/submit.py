@@ -49,10 +49,23 @@ _UNREACHED = ("connection refused", "cannot connect to server", "could not conne
               "errno=15010", "unable to contact slurm controller", "connection reset")
 
 
+# What a submit command that could not be started at all says (not on PATH, not executable):
+# `timeout`'s own words around it, the shell's, Python's. Nothing reached a scheduler then.
+_NOT_STARTED = ("failed to run command", "command not found", "no such file or directory: '",
+                "permission denied: '")
+
+
 def server_unreached(reason: str) -> bool:
     """Whether a submit command's error says it never reached the scheduler."""
     low = reason.lower()
-    return any(marker in low for marker in _UNREACHED)
+    return any(marker in low for marker in _UNREACHED) or command_not_started(reason)
+
+
+def command_not_started(reason: str) -> bool:
+    """Whether a submit command's error says the command itself could not be run (qsub or sbatch
+    not on PATH): the run never reached a scheduler and stays plannable."""
+    low = reason.lower()
+    return any(marker in low for marker in _NOT_STARTED)
 
 
 def executor_folder(state_dir: Path, site: str) -> Path:
@@ -179,6 +192,10 @@ def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str
             result: SubmitResult = executor.submit(requests)
         except Exception as exc:  # the executor itself broke: record it on these attempts
             reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            if isinstance(exc, OSError) or command_not_started(reason):
+                _hand_back(sessions, claimed)  # no command ran: nothing can have been submitted
+                deferred += [(run.id, reason) for run, _ in claimed]
+                continue
             _record_refused(sessions, claimed, reason)
             failed += [(run.id, reason) for run, _ in claimed]
             continue
@@ -209,12 +226,27 @@ def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str
                 else:
                     refused.append((run, attempt, result.refused.get(name, "not submitted (no reason given)")))
         for run, attempt, reason in refused:
+            if command_not_started(reason):  # qsub or sbatch not on PATH: no scheduler saw it
+                _hand_back(sessions, [(run, attempt)])
+                deferred.append((run.id, reason))
+                continue
             _record_refused(sessions, [(run, attempt)], reason)
             failed.append((run.id, reason))
         if progress:
             progress(sum(1 for j in result.job_ids if j is not None))
     return SubmitReport(submitted=submitted, failed=failed, deferred=deferred,
                         unreached=[(r, why) for r, why in deferred if server_unreached(why)], calls=executors.calls())
+
+
+def _hand_back(sessions: sessionmaker[Session], claimed: list[tuple[Run, Attempt]]) -> None:
+    """Undo these claims: the submit command never ran, so the runs wait, plannable, for the next
+    submit (or a re-plan) as if it had not been tried."""
+    now = datetime.now(timezone.utc)
+    with sessions.begin() as session:
+        for run, attempt in claimed:
+            session.execute(delete(Attempt).where(Attempt.id == attempt.id))
+            session.execute(update(Run).where(Run.id == run.id).values(
+                status=RunState.RETRY if attempt.number > 1 else RunState.PLANNED, updated_at=now))
 
 
 def _record_refused(sessions: sessionmaker[Session], claimed: list[tuple[Run, Attempt]], reason: str) -> None:
