@@ -9,9 +9,11 @@ bound.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 
@@ -112,3 +114,66 @@ def read_regular(path: Path | str, limit: int) -> bytes:
 
 def _size(limit: int) -> str:
     return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
+
+
+def replace_file(path: Path | str, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` as the regular file ``path``, all or nothing: into a temporary file beside
+    it made with exclusive creation (``mkstemp``: ``O_EXCL``, so never through a symbolic link a
+    job or another user planted, whatever its name), then renamed over ``path``.
+
+    An existing ``path`` that is not a regular file (a device such as ``/dev/full``, a FIFO, a
+    folder) is written in place or refused, never replaced: orch deletes nothing it did not make."""
+    target = Path(path)
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        info = None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "a folder", str(target))
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO without reader: ENXIO
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        return
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        os.fchmod(fd, mode)
+        _write_all(fd, data)
+        os.close(fd)
+        fd = -1
+        os.replace(temporary, target)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)  # ours: made above
+        raise
+
+
+def append_private(path: Path | str, mode: int = 0o600) -> int:
+    """A descriptor appending to the regular file ``path`` (made when missing), never through a
+    symbolic link (``O_NOFOLLOW``) and never a FIFO or device: a log orch writes in a folder that
+    jobs can write too. Raises RefusedFile or another OSError."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RefusedFile("a symbolic link (not followed)") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RefusedFile("not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

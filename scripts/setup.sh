@@ -32,7 +32,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup.sh -n
   fi
   .venv/bin/python -c "from deepspeed.git_version_info import installed_ops as o; assert o['deepspeed_shm_comm']" \
     >/dev/null 2>&1 || { echo "setup: DeepSpeed was installed without its shm_comm op (see pip's output above)" >&2; exit 1; }
-  .venv/bin/python -c "import orchestrator, torch, submitit, sqlalchemy, typer, deepspeed, pyarrow" >/dev/null 2>&1 \
+  .venv/bin/python -c "import orchestrator, torch, submitit, sqlalchemy, typer, deepspeed, pyarrow, ruptures, scipy" >/dev/null 2>&1 \
     || { echo "setup: the environment is incomplete (see pip's output above)" >&2; exit 1; }
   touch "$stamp"
 fi
@@ -42,3 +42,6 @@ fi
 # of CPU each. Python checks each file against its source, so an edited module is still read
 # as edited. Quick when nothing changed.
 .venv/bin/python -m compileall -q -j 0 orchestrator workloads benchmarks scripts tests db >/dev/null 2>&1 || true
+# The serving environment (.venv-serving): Hugging Face's transformers serve for llm_serving's
+# `transformers` backend and its tests, apart from .venv.
+scripts/setup_serving.sh

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
@@ -37,8 +38,8 @@ from typing import Any, NoReturn, Sequence
 from workloads.harness import Refused, Session, run_workload
 from workloads.harness.metrics import write_atomic
 from workloads.serving import figures as serving_figures
-from workloads.serving import launch, loadgen
-from workloads.serving.spec import LengthDist, lengths_from
+from workloads.serving import guidellm_run, launch, loadgen
+from workloads.serving.spec import REQUEST_STYLES, LengthDist, lengths_from
 
 FAILURE_FILE = "serving_failure.json"
 RECORDS_FILE = "requests.jsonl"
@@ -100,11 +101,16 @@ def body(session: Session) -> None:
     dtype = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[session.precision.name]
 
     server: launch.Server
+    model_dir = ""
     if args.backend == "endpoint":
         server = launch.Server(args.endpoint.rstrip("/"), None, None)
     else:
         host = args.host
         port = args.port or launch.free_port(host)
+        if args.backend == "transformers" and not os.access(launch.serving_python(), os.X_OK):
+            raise Refused(f"--backend transformers needs the serving environment: {launch.serving_python()} is not "
+                          "there (run scripts/setup_serving.sh, or set ORCH_SERVING_PYTHON to a Python with "
+                          "transformers[serving])")
         model_dir = "" if args.backend == "builtin" else launch.write_model_dir(
             launch.llama_config(dataclasses.asdict(size), dtype))
         argv = launch.server_command(args.backend, host=host, port=port, model=args.model, model_dir=model_dir,
@@ -127,6 +133,9 @@ def body(session: Session) -> None:
             _fail(session, run_dir, exc, [], 0.0, slo)
         session.log(f"server healthy after {ready_s:.1f} s at {server.base_url}")
         url = server.base_url + "/v1/completions"
+        # transformers serve answers only to the name it was started with: its model directory.
+        served = model_dir if args.backend == "transformers" else args.model
+        style = REQUEST_STYLES.get(args.backend, "token_ids")
         vocab = size.vocab_size
         # Seeded draws, one stream each: the timed requests' lengths and prompts do not depend on
         # the warm-up count; the warm-up requests are of the mean lengths.
@@ -134,7 +143,7 @@ def body(session: Session) -> None:
         output_lens = output_dist.sample(args.num_requests, 30_000 + args.seed)
         prompt_ids = loadgen.prompts(input_lens, vocab, args.seed)
         if args.warmup:
-            warm = loadgen.run_load(url, model=args.model, arrival="concurrency", rate=0.0, concurrency=1,
+            warm = loadgen.run_load(url, model=served, arrival="concurrency", rate=0.0, concurrency=1, style=style,
                                     prompt_ids=loadgen.prompts([input_dist.mean] * args.warmup, vocab, args.seed + 1),
                                     output_len=output_dist.mean, timeout_s=args.request_timeout_s)
             if warm.server_gone or not server.alive():
@@ -142,16 +151,20 @@ def body(session: Session) -> None:
                     "server_died", f"the server went away during warm-up: {warm.server_gone or server.log_tail()}"),
                     [], 0.0, slo)
 
-        with open(records_path, "a") as out:
-            def keep(record: loadgen.Record) -> None:
-                # Written and flushed as each request ends: a crash later loses none of them.
-                out.write(record.as_json() + "\n")
-                out.flush()
+        if args.loadgen == "guidellm":
+            result, tool = _guidellm_load(session, args, server.base_url, served, input_dist, output_dist, run_dir)
+        else:
+            with open(records_path, "a") as out:
+                def keep(record: loadgen.Record) -> None:
+                    # Written and flushed as each request ends: a crash later loses none of them.
+                    out.write(record.as_json() + "\n")
+                    out.flush()
 
-            result = loadgen.run_load(url, model=args.model, arrival=args.arrival, rate=args.rate,
-                                      concurrency=args.concurrency, prompt_ids=prompt_ids,
-                                      output_len=output_lens, seed=args.seed,
-                                      timeout_s=args.request_timeout_s, on_record=keep)
+                result = loadgen.run_load(url, model=served, arrival=args.arrival, rate=args.rate, style=style,
+                                          concurrency=args.concurrency, prompt_ids=prompt_ids,
+                                          output_len=output_lens, seed=args.seed,
+                                          timeout_s=args.request_timeout_s, on_record=keep)
+            tool = {"name": "orch"}
         records = [dataclasses.asdict(r) for r in result.records]
         if result.server_gone or not server.alive():
             why = result.server_gone or f"the server exited with {server.process.poll() if server.process else '?'}"
@@ -170,8 +183,34 @@ def body(session: Session) -> None:
     session.finish(figures, [], warmup_steps=args.warmup,
                    extra={"serving": {"backend": args.backend, "arrival": args.arrival, "slo": slo,
                                       "base_url": server.base_url, "records": RECORDS_FILE, "server_tp": args.server_tp,
+                                      "loadgen": tool,
                                       "lengths": {"input": dataclasses.asdict(input_dist),
                                                   "output": dataclasses.asdict(output_dist)}}})
+
+
+def _guidellm_load(session: Session, args: Any, base_url: str, served: str, input_dist: LengthDist,
+                   output_dist: LengthDist, run_dir: Path) -> tuple[loadgen.LoadResult, dict[str, str]]:
+    """The timed load by GuideLLM, from its own environment; its per-request statistics become
+    requests.jsonl's records. Refused when it is not installed or fails (its log is guidellm.log)."""
+    if input_dist.kind != "fixed" or output_dist.kind != "fixed":
+        raise Refused("--loadgen guidellm takes fixed lengths only (input_dist and output_dist fixed)")
+    if not os.access(guidellm_run.executable(), os.X_OK):
+        raise Refused(f"--loadgen guidellm: {guidellm_run.executable()} is not there (run scripts/setup_serving.sh, "
+                      "or set ORCH_GUIDELLM to a guidellm 0.8 executable)")
+    report = run_dir / "guidellm.json"
+    argv = guidellm_run.command(base_url=base_url, model=served, arrival=args.arrival, rate=args.rate,
+                                concurrency=args.concurrency, num_requests=args.num_requests,
+                                input_len=input_dist.mean, output_len=output_dist.mean, seed=args.seed,
+                                output_path=report)
+    session.log("load by GuideLLM: " + " ".join(argv))
+    with open(run_dir / "guidellm.log", "wb") as log:
+        code = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"}).returncode
+    if code != 0 or not report.exists():
+        raise Refused(f"GuideLLM exited with {code}; its log is {run_dir / 'guidellm.log'}")
+    records, duration, version = guidellm_run.parse(report)
+    (run_dir / RECORDS_FILE).write_text("".join(r.as_json() + "\n" for r in records))
+    return loadgen.LoadResult(records, duration), {"name": "guidellm", "version": version}
 
 
 def _fail(session: Session, run_dir: Path, exc: launch.ServingFailure, records: list[dict[str, Any]],

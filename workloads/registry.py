@@ -277,6 +277,15 @@ register(
 
 _LM_STRATEGIES = ("ddp", "fsdp-full", "fsdp-grad-op", "zero1", "zero2", "zero3")
 
+# What a strategy needs of the job's PyTorch beyond the workloads' own: (the oldest torch that has
+# the API it calls, that API). `orch plan` checks it against the torch a site profile declares
+# (python_env.torch) and skips the run with this reason (issue 53: Baskerville's PyTorch/2.1.2
+# module has no torch.distributed.fsdp.fully_shard, public from 2.6: pytorch#141868).
+STRATEGY_NEEDS_TORCH: dict[str, tuple[str, str]] = {
+    "fsdp-full": ("2.6", "torch.distributed.fsdp.fully_shard (FSDP2)"),
+    "fsdp-grad-op": ("2.6", "torch.distributed.fsdp.fully_shard (FSDP2)"),
+}
+
 
 def _lm_params(default_model: str) -> tuple[Param, ...]:
     return (
@@ -656,10 +665,20 @@ def _serving_refusal(p: dict[str, Any]) -> str | None:
         return str(exc)
     if p.get("backend") == "endpoint" and not p.get("endpoint"):
         return "backend endpoint needs endpoint: URL (the running server's base URL)"
+    if p.get("loadgen") == "guidellm" and any((p.get(f"{side}_dist") or "fixed") != "fixed"
+                                               for side in ("input", "output")):
+        return "loadgen guidellm takes fixed lengths only (input_dist and output_dist fixed)"
     arrival = p.get("arrival") or "poisson"
     try:
         if arrival != "concurrency" and not float(p.get("rate") or 0) > 0:
             return f"arrival {arrival} needs a positive rate (requests per second)"
+        # The rest of what the program refuses at start (issue 53: these planned, then failed).
+        if arrival == "concurrency" and int(p.get("concurrency", 1)) < 1:
+            return "arrival concurrency needs concurrency of at least 1"
+        if int(p.get("num_requests", 1)) < 1:
+            return "num_requests must be positive"
+        if p.get("server_tp") is not None and int(p["server_tp"]) < 1:
+            return "server_tp must be at least 1"
     except (TypeError, ValueError):
         return None
     return _serving_lengths_refusal(p)
@@ -687,8 +706,9 @@ register(
         params=(
             Param("warmup", int, 2, "untimed requests sent one by one once the server is healthy"),
             Param("tag", str, "", "free-form label recorded with the results"),
-            Param("backend", str, "builtin", "builtin (orch's CPU/any-device server) | vllm (on hpu: Intel Gaudi's "
-                  "vLLM) | sglang | tgi | endpoint (a server already running at --endpoint)", _serving.BACKENDS),
+            Param("backend", str, "builtin", "builtin (orch's CPU/any-device server) | transformers (Hugging Face's "
+                  "transformers serve, continuous batching, on the CPU) | vllm (on hpu: Intel Gaudi's vLLM) | "
+                  "sglang | tgi | endpoint (a server already running at --endpoint)", _serving.BACKENDS),
             Param("endpoint", str, "", "base URL of a running server (backend endpoint), e.g. http://node:8000"),
             Param("model", str, "tiny", "Llama-style size served with random weights "
                   "(workloads/models/llama_configs.py)", tuple(_llama.SIZES)),
@@ -720,6 +740,8 @@ register(
                   "a plan passes the run's devices"),
             Param("server_args", str, "", "extra arguments appended to the server's command line"),
             Param("seed", int, 0, "seed of the weights, prompts and Poisson arrivals"),
+            Param("loadgen", str, "orch", "orch (workloads/serving/loadgen.py) | guidellm (GuideLLM from its own "
+                  "environment: workloads/serving/guidellm_run.py; fixed lengths)", _serving.LOADGENS),
         ),
         precisions=("fp32", "fp16", "bf16"),
         refusal=_serving_refusal,

@@ -18,7 +18,20 @@ import typer
 from typer.core import TyperGroup
 
 from orchestrator import __version__, paths
-from orchestrator.cli import db, flow, follow, plan, predict, query, results, run_sweep, sandbox, sites, workloads
+from orchestrator.cli import (
+    db,
+    flow,
+    follow,
+    plan,
+    predict,
+    query,
+    regressions,
+    results,
+    run_sweep,
+    sandbox,
+    sites,
+    workloads,
+)
 from orchestrator.cli.common import Context
 from orchestrator.cli.output import console, err_console
 from orchestrator.errors import UserError
@@ -31,9 +44,11 @@ COMMANDS: tuple[tuple[str, "Callable[..., Any] | typer.Typer"], ...] = (
     ("submit", flow.submit),
     ("status", flow.status),
     ("run", run_sweep.run),
+    ("again", regressions.again),
     ("sql", query.sql),
     ("export", query.export),
     ("report", query.report),
+    ("regressions", regressions.regressions),
     ("references", results.references_app),
     ("glossary", results.glossary),
     ("sites", sites.sites_app),

@@ -66,7 +66,7 @@ def submit(
                     "unreached": [{"run_id": r, "reason": why} for r, why in report.unreached],
                     "would_submit": report.would_submit, "scheduler_calls": report.calls,
                     **({"nothing_submitted": empty_reason} if nothing else {})})
-        if nothing:
+        if nothing or (report.failed and not report.submitted):
             raise typer.Exit(1)
         return
     if dry_run:
@@ -88,6 +88,8 @@ def submit(
                    if report.unreached else ""))
     for run_id, why in report.failed:
         err_console.print(f"  {run_id}: {why}", markup=False)
+    if report.failed and not report.submitted:  # every run tried was refused: nothing submitted
+        raise typer.Exit(1)
 
 
 def _why_unreached(unreached: list[tuple[str, str]]) -> str:
@@ -157,6 +159,9 @@ def follow_runs(c: Context, executors: "Executors", sweep: str | None, site: str
                 err_console.print(f"{report.unrepaired} run(s) stay 'submitting': the scheduler could not say "
                                   "whether their jobs reached it; a later poll asks again", markup=False)
                 warned = True
+            if report.read_later and not quiet:
+                err_console.print(f"{report.read_later} ended run(s) wait for the next poll: one poll reads at most "
+                                  "64 MiB of metrics files", markup=False)
             submit_runs(c.sessions, executors, site=site, sweep=sweep,
                         run_ids=None if submit_planned else retry_ids(c.sessions, sweep, site))
             counts = state_counts(c.engine, sweep, site)

@@ -70,7 +70,10 @@ def follow_stop(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     from orchestrator.run import detach
 
     c = orch_context(ctx)
-    follower = detach.stop(c.state_dir)
+    try:
+        follower = detach.stop(c.state_dir)
+    except detach.BadPidFile as exc:
+        raise UserError(f"{exc}: no process was signalled (remove the file if no follower runs)") from None
     if as_json:
         print_json({"stopped": follower.pid if follower else None})
     elif follower is None:
@@ -89,9 +92,12 @@ def follow_status(
     from orchestrator.run import detach
 
     c = orch_context(ctx)
-    follower = detach.read(c.state_dir)
+    try:
+        follower = detach.read(c.state_dir)
+    except detach.BadPidFile as exc:
+        raise UserError(str(exc)) from None
     alive = follower is not None and detach.is_alive(follower)
-    tail = detach.log_tail(follower, c.state_dir, lines)
+    tail = detach.log_tail(c.state_dir, lines)
     if as_json:
         print_json({**(_describe(follower, alive) if follower else {"running": False}), "log_tail": tail})
         return

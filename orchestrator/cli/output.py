@@ -17,18 +17,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.escape import one_line
+from orchestrator.escape import one_line, printable
 
 
 def _console(stderr: bool = False) -> Console:
     # Piped output (logs, CI) would otherwise be folded to 80 columns; keep rows on one line,
     # unless COLUMNS says how wide the reader's screen is (`COLUMNS=120 orch plan ... | less`).
-    probe = Console(stderr=stderr)
+    # emoji=False: a user's text (a file name, a value in an error) is printed as written, never
+    # with `:100:` turned into an emoji (issue 53).
+    probe = Console(stderr=stderr, emoji=False)
     if probe.is_terminal:
         return probe
     columns = os.environ.get("COLUMNS", "")
     width = int(columns) if columns.isdigit() and 20 <= int(columns) <= 10_000 else max(probe.width, 200)
-    return Console(stderr=stderr, width=width)
+    return Console(stderr=stderr, width=width, emoji=False)
 
 
 console = _console()
@@ -91,8 +93,16 @@ def fmt(value: Any) -> str:
 
 def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> None:
     table = Table(title=title, header_style="bold")
-    for column in columns:
-        table.add_column(column, overflow="fold")
+    rows = [list(row) for row in rows]
+    for index, column in enumerate(columns):
+        values = [row[index] for row in rows if index < len(row)]
+        if values and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
+            # A number is never folded across lines (issue 53): its column is as wide as its
+            # widest value, and the text columns fold instead.
+            table.add_column(column, overflow="fold", justify="right",
+                             min_width=max(len(fmt(v)) for v in values), no_wrap=True)
+        else:
+            table.add_column(column, overflow="fold")
     for row in rows:
         # Text, not markup: a value's "[...]" is printed as written, and its control characters
         # (a terminal escape sequence in a value) escaped, never acted on.
@@ -107,7 +117,9 @@ def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt_name: 
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(columns)
-        writer.writerows([[jsonable(v) for v in row] for row in rows])
+        # Text with its control characters escaped (an escape sequence in a value would act on the
+        # terminal the CSV is shown in); newlines and tabs stay, inside CSV's quotes.
+        writer.writerows([[printable(v) if isinstance(v, str) else jsonable(v) for v in row] for row in rows])
         sys.stdout.write(buffer.getvalue())
     else:
         print_table(columns, rows, title)

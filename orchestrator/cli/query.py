@@ -34,20 +34,24 @@ def sql(
                                         "(INSERT, UPDATE, DELETE, DROP, ...).")] = False,
     max_rows: Annotated[int, typer.Option("--max-rows", help="Print at most this many rows (0: no limit); "
                                           "stderr says when more were left out.")] = SQL_MAX_ROWS,
+    timeout: Annotated[float, typer.Option("--timeout", help="Stop the query after this many seconds "
+                                           "(0: no limit).")] = 300.0,
 ) -> None:
     """Run a SQL query on the results database (the [bold]results[/bold] view is the public surface).
 
     Read-only unless [bold]--write[/bold]: the database itself refuses any change (a read-only
     transaction) and, on SQLite, ATTACH (which would create a file). A reader never waits for
     another orch process's write. At most [bold]--max-rows[/bold] rows are read (100,000 unless
-    given), so a runaway query cannot fill the memory."""
+    given), and at most 512 MiB of values, for at most [bold]--timeout[/bold] seconds, so a runaway
+    query can neither fill the memory nor run for ever."""
+    from orchestrator.results import sql_bounds
     from orchestrator.results.db.engine import open_engine
     from orchestrator.results.queries import run_query
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format: expected table, csv or json, got {fmt!r}")
-    if max_rows < 0:
-        raise UserError(f"--max-rows: expected 0 (no limit) or a positive count, got {max_rows}")
+    sql_bounds.check_max_rows(max_rows)
+    sql_bounds.check_timeout(timeout)
     if (query is None) == (file is None):
         raise UserError("give a query or --file FILE (one of them)")
     if file is not None:
@@ -66,13 +70,12 @@ def sql(
     c = orch_context(ctx)
     require_database(c)
     engine = c.engine if write else open_engine(c.db_url, read_only=True)
-    answer = run_query(engine, query, write, max_rows)
+    answer = run_query(engine, query, write, max_rows, timeout)
     if answer.columns is None:
         console.print(f"ok ({answer.affected} row(s) affected)")
         return
-    if answer.more:
-        err_console.print(f"note: only the first {max_rows} rows are shown; the query returned more "
-                          "(add LIMIT/OFFSET, or --max-rows 0 for all)", markup=False, soft_wrap=True)
+    if answer.left_out:
+        err_console.print(f"note: {answer.left_out}", markup=False, soft_wrap=True)
     print_rows(answer.columns, answer.rows, fmt)
 
 
@@ -86,6 +89,7 @@ def export(
 ) -> None:
     """Export a view (default [bold]results[/bold]) as CSV, JSON or Parquet."""
     from orchestrator.results.queries import view_rows
+    from orchestrator.safefile import replace_file
 
     if fmt not in ("csv", "json", "parquet"):
         raise UserError(f"--format: expected csv, json or parquet, got {fmt!r}")
@@ -109,10 +113,14 @@ def export(
 
         table = pa.table({name: [jsonable(row[i]) for row in rows] for i, name in enumerate(columns)})
         assert output is not None
+        # pyarrow removes its output when a write fails (it removed /dev/full as root): write to
+        # memory, then through replace_file, which deletes nothing orch did not make.
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
         try:
-            pq.write_table(table, output)
+            replace_file(output, sink.getvalue().to_pybytes())
         except OSError as exc:  # a missing folder, no permission, disk full
-            raise UserError(f"--output {output}: cannot write: {exc}") from None
+            raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
         err_console.print(f"wrote {len(rows)} row(s) to {output}")
         return
     if output is None:
@@ -125,7 +133,7 @@ def export(
     with contextlib.redirect_stdout(buffer):
         print_rows(columns, rows, fmt)
     try:
-        output.write_text(buffer.getvalue())
+        replace_file(output, buffer.getvalue().encode())
     except OSError as exc:  # a missing folder, no permission, disk full
         raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
     err_console.print(f"wrote {len(rows)} row(s) to {output}")

@@ -135,10 +135,16 @@ def sites_rehearsal(
     A PBS site (no twin): [bold]source OUTPUT/pbs-env.sh[/bold] (the emulator, when no PBS server is here),
     then the same run; the command says what that proves and what it does not.
     """
-    from orchestrator.run.sitecheck import pbs_rehearsal_setup, rehearsal_profile, with_pbs_commands_dir
+    from orchestrator.run.sitecheck import (
+        pbs_rehearsal_setup,
+        rehearsal_folder,
+        rehearsal_profile,
+        with_pbs_commands_dir,
+        write_rehearsal_profile,
+    )
 
     filename, text, changes = rehearsal_profile(site, orch_context(ctx).sites_dirs)
-    output.mkdir(parents=True, exist_ok=True)
+    rehearsal_folder(output)
     path = output / filename
     notes: list[str] = []
     if "\nscheduler: pbs\n" in text:
@@ -146,7 +152,7 @@ def sites_rehearsal(
         notes, commands_dir = pbs_rehearsal_setup(output)
         if commands_dir is not None:
             text = with_pbs_commands_dir(text, commands_dir)
-    path.write_text(text)
+    write_rehearsal_profile(path, text)
     if as_json:
         print_json({"path": str(path), "changes": changes, "notes": notes})
         return

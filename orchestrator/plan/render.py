@@ -19,7 +19,7 @@ import jinja2
 
 from orchestrator import paths
 from orchestrator.errors import UserError
-from orchestrator.plan.resolve import AFFINITY_WRAPPER, Placement, Resolved
+from orchestrator.plan.resolve import AFFINITY_WRAPPER, Placement, Resolved, asks_whole_nodes
 from orchestrator.plan.runfiles import RunFiles, job_name  # noqa: F401  (re-exported)
 from orchestrator.sites.profiles import PythonActivation, SiteProfile
 from orchestrator.timefmt import format_hms
@@ -154,11 +154,6 @@ def _site_part(site: SiteProfile) -> dict[str, Any]:
     }
 
 
-def _queue_takes_whole_nodes(placement: Placement, site: SiteProfile) -> bool:
-    caps = [q.max_devices for q in site.queues_named(placement.queue or "") if q.max_devices]
-    return not caps or min(caps) >= site.device.per_node
-
-
 def _shape_part(placement: Placement, site: SiteProfile, share: bool = False) -> dict[str, Any]:
     """The values a template may branch on (``{% if queue %}``) besides the site's."""
     cpus_per_task = None
@@ -166,14 +161,9 @@ def _shape_part(placement: Placement, site: SiteProfile, share: bool = False) ->
     if site.resources.cpus_per_device:
         cpus_per_task = site.resources.cpus_per_device * max(1, devices_per_node // max(1, placement.tasks_per_node))
     return {
-        # A run on part of an accelerator node asks for the whole node, so no other job runs
-        # beside what it measures (cores, memory bandwidth, links); not when the sweep says
-        # `share: true`, nor where the profile sizes its cores to its devices (cpus_per_device).
-        # CPU "devices" are tasks, one core each already (the sandbox, the local site's ledger).
-        # Nor where the queue itself is for partial nodes (JADE2's `small`: one GPU a job, nodes
-        # shared by design): there a whole-node request would wait for ever.
-        "whole_node": (not share and site.device.is_accelerator and devices_per_node < site.device.per_node
-                       and not site.resources.cpus_per_device and _queue_takes_whole_nodes(placement, site)),
+        # A run on part of an accelerator node asks for the whole node unless it may share it
+        # (orchestrator/plan/resolve.py asks_whole_nodes, which the charged devices follow too).
+        "whole_node": asks_whole_nodes(placement, site, share),
         "queue": placement.queue or "",
         "queue_tier": placement.queue_tier or "",
         "account": placement.account or "",

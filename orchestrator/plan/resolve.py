@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -244,17 +245,56 @@ def _memory_need_gb(spec: RunSpec, workload: Workload) -> MemoryNeed:
         return None, None
 
 
+def _version(text: str) -> tuple[int, ...]:
+    """``2.1.2``, ``2.6.0+cu124`` -> (2, 1, 2), (2, 6, 0): the release numbers only."""
+    numbers = re.match(r"[0-9]+(?:\.[0-9]+)*", text)
+    return tuple(int(part) for part in numbers.group(0).split(".")) if numbers else ()
+
+
+def torch_too_old(strategy: str | None, site: SiteProfile) -> str | None:
+    """Why the torch a profile declares (``python_env.torch``) cannot run ``strategy``, or None
+    (no need declared, or no torch declared: the probe finds out)."""
+    need = registry.STRATEGY_NEEDS_TORCH.get(strategy or "")
+    declared = site.python_env.torch
+    if need is None or declared is None or _version(declared) >= _version(need[0]):
+        return None
+    return (f"strategy {strategy} needs torch >= {need[0]} ({need[1]}); {site.name}'s python_env loads torch "
+            f"{declared}: give a newer PyTorch with the sweep's site_overrides {{{site.name}: {{python_env: "
+            "{kind: venv, prefix: /path/to/venv}}} or another module line")
+
+
+def _queue_takes_whole_nodes(placement: Placement, site: SiteProfile) -> bool:
+    caps = [q.max_devices for q in site.queues_named(placement.queue or "") if q.max_devices]
+    return not caps or min(caps) >= site.device.per_node
+
+
+def asks_whole_nodes(placement: Placement, site: SiteProfile, share: bool) -> bool:
+    """Whether a run on part of an accelerator node asks its scheduler for the whole node, so no
+    other job runs beside what it measures (cores, memory bandwidth, links); not when the sweep
+    says `share: true`, nor where the profile sizes its cores to its devices (cpus_per_device:
+    the script asks for a share of the node), nor where the queue itself is for partial nodes
+    (JADE2's `small`: one GPU a job, nodes shared by design: a whole-node request would wait for
+    ever). CPU "devices" are tasks, one core each already (the sandbox, the local site's ledger)."""
+    devices_per_node = placement.devices_per_node or placement.tasks_per_node
+    return (not share and site.device.is_accelerator and devices_per_node < site.device.per_node
+            and not site.resources.cpus_per_device and _queue_takes_whole_nodes(placement, site))
+
+
 def charged_devices(resolved: Resolved) -> int | None:
     """The devices a centre charges a run for (issue 27: one definition for the plan and the
-    ``cost`` view): a benchmark run on accelerators holds its nodes whole (nothing else may run
-    beside it), so every device of its nodes is charged; CPU processes, and a run that says
-    ``share: true``, are charged for the devices they hold. None for a run with no placement."""
-    placement = resolved.placement
+    ``cost`` view): a run whose script holds its nodes whole (a whole-node request, or a profile
+    whose every job is exclusive) is charged every device of its nodes; a run whose script asks
+    for a share of a node (issue 53: Baskerville's `--cpus-per-gpu`, a `share: true` sweep, a
+    partial-node queue) and CPU processes are charged for the devices they hold. None for a run
+    with no placement."""
+    placement, site = resolved.placement, resolved.site
     if placement is None:
         return None
-    if resolved.site.device.is_accelerator and not resolved.spec.share:
-        return placement.nodes * resolved.site.device.per_node
-    return resolved.spec.devices
+    res = site.resources
+    exclusive_profile = res.exclusive or "excl" in (res.place or "")
+    whole = asks_whole_nodes(placement, site, resolved.spec.share) or (site.device.is_accelerator
+                                                                         and exclusive_profile)
+    return placement.nodes * site.device.per_node if whole else resolved.spec.devices
 
 
 def host_memory_gb() -> float | None:
@@ -677,6 +717,9 @@ class SiteResolver:
             refused = self._refusal(spec, workload, key)
             if refused:  # the program would refuse it at start: no job, and nothing to trace
                 return skip(f"{spec.workload} refuses these values: {refused}", memory=False)
+            too_old = torch_too_old(spec.strategy, site)
+            if too_old:  # the job's PyTorch lacks what the strategy calls: it could only fail at start
+                return skip(too_old, memory=False)
             predicted = self._memory_need(spec, workload, key)
             reason = _over_memory(predicted, site, devices_per_node) if spec.check_memory else None
             if reason and predicted[0] is not None:

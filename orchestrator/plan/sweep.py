@@ -507,7 +507,12 @@ def _apply_variant(doc: YamlDocument, name: str) -> None:
     experiments = data.get("experiments")
     if not isinstance(experiments, list):
         return  # the normal validation reports it
-    # Only string names can be matched (a list or mapping as a name is reported by validation).
+    # A name is matched against the variant's (a set lookup): a list or mapping as a name would
+    # end in "unhashable type", a number would silently match nothing. Every name is text first.
+    for index, exp in enumerate(experiments):
+        if isinstance(exp, dict) and "name" in exp and not isinstance(exp["name"], str):
+            raise doc.error(("experiments", index, "name"),
+                            f"expected an experiment name (text), got {exp['name']!r}")
     names = {e.get("name") for e in experiments if isinstance(e, dict) and isinstance(e.get("name"), str)}
     for unknown in set(variant.experiments) - names:
         raise doc.error(("variants", name, "experiments", unknown), "no experiment of that name")
@@ -524,13 +529,16 @@ def _apply_variant(doc: YamlDocument, name: str) -> None:
         groups = exp.get("zip")
         if isinstance(groups, dict):
             groups.update({k: v for k, v in variant.zip.items() if k in groups})
-        own = variant.experiments.get(exp["name"], {}) if exp.get("name") in names else {}
+        own = variant.experiments.get(exp["name"], {}) if isinstance(exp.get("name"), str) else {}
         for key, value in own.items():
             if key == "grid" and isinstance(value, dict) and isinstance(exp.get("grid"), dict):
                 exp["grid"].update(value)
             else:
                 exp[key] = value
-    data["name"] = f"{data.get('name')}-{name}"
+    if not isinstance(data.get("name"), str):  # "3-tiny" or "['a']-tiny" would hide what was written
+        raise doc.error(("name",) if "name" in data else (), f"expected the sweep's name (text), "
+                        f"got {data.get('name')!r}" if "name" in data else "no 'name' at the top level")
+    data["name"] = f"{data['name']}-{name}"
 
 
 # Checks that a site a sweep names exists (``orchestrator.sites.profiles.load_site`` with the
@@ -573,6 +581,9 @@ def parse_sweep(path: Path | str, text: str | None = None, variant: str | None =
         errors += _check_experiment(doc, index, exp)
         if check_site is not None:
             errors += _check_sites(doc, index, exp, check_site, checked_sites)
+        errors += _unmatched_overrides(doc, ("experiments", index), exp.site_overrides, exp.sites, "this experiment")
+    if sweep is not None and check_site is not None:
+        errors += _unknown_override_sites(doc, sweep.site_overrides, check_site)
     raise_all(errors)
     assert sweep is not None
     counts = [count_runs(exp) for exp in sweep.experiments]
@@ -614,6 +625,33 @@ def _valid_experiments(doc: YamlDocument) -> list[tuple[int, Experiment]]:
         except ValidationError:
             continue
     return out
+
+
+def _unmatched_overrides(doc: YamlDocument, at: Loc, overrides: dict[str, Any], sites: list[str],
+                         whose: str) -> list[SourceError]:
+    """An error for each ``site_overrides`` target that no run's site matches: it would change
+    nothing, silently (issue 53). ``site`` matches its every system; ``site:system`` that system
+    or an experiment naming the whole site."""
+    named = set(sites) | {target.partition(":")[0] for target in sites}
+    return [doc.error(at + ("site_overrides", target),
+                      f"site_overrides names {target!r}, which is not a site of {whose} "
+                      f"({', '.join(sorted(set(sites)))}): it would change nothing")
+            for target in overrides if target not in named and target.partition(":")[0] not in set(sites)]
+
+
+def _unknown_override_sites(doc: YamlDocument, overrides: dict[str, Any], check_site: SiteCheck) -> list[SourceError]:
+    """An error for each of the sweep's ``site_overrides`` targets that names no site profile (a
+    misspelt one changed nothing, silently: issue 53). A site no experiment runs on is allowed
+    here: a variant may narrow the sites, the overrides stay the sweep's."""
+    errors: list[SourceError] = []
+    for target in overrides:
+        try:
+            check_site(target)
+        except SourceError:  # the profile exists, and its own error is reported where it is
+            continue
+        except UserError as exc:
+            errors.append(doc.error(("site_overrides", target), f"site_overrides names no site: {exc}"))
+    return errors
 
 
 def _check_sites(doc: YamlDocument, index: int, exp: Experiment, check_site: SiteCheck,

@@ -18,12 +18,18 @@ SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _TOKENS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
 
 
+# Far past any corpus (the largest training runs read about 1.5e13 tokens): the time to train
+# stays a finite number of steps.
+MAX_TOKENS = 1e30
+
+
 def parse_tokens(text: str) -> float:
     """``300e9``, ``3e11``, ``300B``, ``1T``, ``1.5t`` -> a token count; a UserError otherwise."""
     found = _TOKENS.match(text)
     value = float(found.group(1)) * SUFFIXES.get(found.group(2).lower(), 1.0) if found else 0.0
-    if value < 1:
-        raise UserError(f"--tokens {text!r}: expected a token count such as 300e9, 3e11, 300B or 1T")
+    if not 1 <= value <= MAX_TOKENS:  # NaN fails both; 1e400 reads as infinity (issue 53)
+        raise UserError(f"--tokens {text!r}: expected a token count such as 300e9, 3e11, 300B or 1T, "
+                        f"up to {MAX_TOKENS:g}")
     return value
 
 

@@ -5,4 +5,4 @@ references and the report."""
 # person reads. Here, not in queries.py, so that the command line names them without importing
 # SQLAlchemy at start-up.
 EXPORTABLE = ("results", "throughput", "repeat_spread", "scaling", "cost", "provenance", "inference",
-              "prediction_error", "reference_check", "runs", "attempts")
+              "prediction_error", "reference_check", "serving", "runs", "attempts")

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.results.db.bulk import column_problem, insert_rows
 from orchestrator.results.db.models import Environment, Metrics, MetricSeries, MetricValue, utcnow
-from orchestrator.results.metrics_schema import HEADLINE_METRICS, MetricsFile
+from orchestrator.results.metrics_schema import HEADLINE_METRICS, MetricsFile, nul_path
 from orchestrator.safefile import RefusedFile, open_regular, read_fd
 from orchestrator.states import FailureClass
 
@@ -268,6 +269,10 @@ def storage_problem(metrics: MetricsFile) -> str | None:
         problem = column_problem(_SERIES.name, name)
         if problem is not None:
             return f"series: the name {_clip(name)!r}: {problem}"
+    # Anywhere else in the stored document (params, extra keys): the views read it as JSON.
+    nul = nul_path(metrics.model_dump(by_alias=True, exclude={"metrics", "series"}))
+    if nul is not None:
+        return f"{nul}: holds a NUL character (\\u0000), which PostgreSQL's JSON functions refuse"
     return None
 
 
@@ -337,6 +342,32 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+# The bytes of metrics files one poll reads: each file's document becomes Python objects several
+# times its size (24 files of 11 MB took 3.9 GB in one poll, issue 53). Past it, the ended runs
+# left wait for the next poll; one file is always read, so every poll makes progress.
+POLL_READ_BYTES = 64 * 1024 * 1024
+
+
+def within_read_budget(files: Sequence[tuple[int, Path]], budget: int = POLL_READ_BYTES,
+                       ) -> tuple[list[tuple[int, Path]], list[tuple[int, Path]]]:
+    """(the files this poll reads, those left for the next) in their order: by the sizes the
+    files claim now. A file that cannot be looked at, or that is refused unread (over
+    MAX_METRICS_BYTES, not a regular file), costs nothing and counts as empty."""
+    taken: list[tuple[int, Path]] = []
+    total = 0
+    for index, (attempt_id, path) in enumerate(files):
+        try:
+            info = os.lstat(path)
+            size = info.st_size if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_METRICS_BYTES else 0
+        except OSError:
+            size = 0
+        if taken and total + size > budget:
+            return taken, list(files[index:])
+        taken.append((attempt_id, path))
+        total += size
+    return taken, []
 
 
 def collect(session: Session, files: Sequence[tuple[int, Path]],

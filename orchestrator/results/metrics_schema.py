@@ -43,23 +43,64 @@ HEADLINE_METRICS: tuple[str, ...] = (
 )
 
 
-# The largest magnitude a metric may have. Statistics over a configuration's repeats square
-# their values (variance, standard deviation) and sum them over many rows: a finite 1e308 squares
-# to Infinity (IEEE doubles end near 1.8e308), which JSON cannot carry and which wipes out every
-# statistic it enters. At 1e100 a square is 1e200, and a sum of squares over even 1e18 rows, or
-# a view's product of two metrics, stays far below that end. No measurement comes near: FLOP
-# counts of the largest training runs are about 1e25.
-MAX_METRIC_MAGNITUDE = 1e100
+# The magnitudes a metric may have: what every view can compute on every backend (issue 53).
+# PostgreSQL's AVG over doubles keeps a running sum of squared deviations, and repeat_spread
+# averages squares (a value to the fourth power): past ~1e77 that overflows, and PostgreSQL
+# raises an error where SQLite gives Infinity. At 1e60 a fourth power is 1e240, and summed over
+# even 1e18 rows it stays below the end of doubles (~1.8e308). PostgreSQL also raises on a
+# product that underflows to zero (a square of 1e-200): a non-zero value is at least 1e-60, so
+# a view's product of two stays above 1e-308. No measurement comes near either bound: FLOP
+# counts of the largest training runs are about 1e25, a step time of a picosecond is 1e-12.
+MAX_METRIC_MAGNITUDE = 1e60
+MIN_METRIC_MAGNITUDE = 1e-60
 
 # The largest integer SQLite and PostgreSQL (bigint) columns hold.
 INT64_MAX = 2**63 - 1
 Count = Annotated[int, Field(le=INT64_MAX)]
+# Counts the views cast to INTEGER (32-bit on PostgreSQL: db/views/inference_0013.sql's
+# concurrency, token lengths and TTFT samples from timing.timed_steps).
+INT32_MAX = 2**31 - 1
+ViewCount = Annotated[int, Field(le=INT32_MAX)]
+VIEW_COUNT_METRICS = ("concurrency", "input_len", "output_len")
+
+
+def magnitude_problem(number: float) -> str | None:
+    """Why a metric value is outside what every view computes, or None."""
+    if isinstance(number, bool) or not math.isfinite(number):
+        return "expected a finite number"
+    if abs(number) > MAX_METRIC_MAGNITUDE:
+        return f"beyond {MAX_METRIC_MAGNITUDE:g}: its powers would overflow the statistics over repeats"
+    if number and abs(number) < MIN_METRIC_MAGNITUDE:
+        return f"non-zero but below {MIN_METRIC_MAGNITUDE:g}: its products would underflow the views' arithmetic"
+    return None
+
+
+def nul_path(value: Any, path: str = "") -> str | None:
+    """Where a NUL character is, in a key or a string of a parsed JSON document, or None:
+    PostgreSQL's JSON functions refuse to unescape one (\\u0000), so a view that reads the
+    stored document would fail for every row."""
+    if isinstance(value, str):
+        return path or "(top level)" if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                return where.replace("\x00", "\\0")
+            found = nul_path(item, where)
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = nul_path(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
 
 
 class Timing(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
-    warmup_steps: Count = Field(ge=0)
-    timed_steps: Count = Field(ge=1)
+    warmup_steps: ViewCount = Field(ge=0)
+    timed_steps: ViewCount = Field(ge=1)
     # Per-step seconds of the timed steps (rank 0, or the max over ranks).
     step_times_s: list[float] = Field(default_factory=list)
 
@@ -99,8 +140,9 @@ class StepSeries(BaseModel):
     @classmethod
     def _finite(cls, value: list[float]) -> list[float]:
         for number in value:
-            if isinstance(number, bool) or not math.isfinite(number) or abs(number) > MAX_METRIC_MAGNITUDE:
-                raise ValueError(f"value {number!r} is not a finite number within {MAX_METRIC_MAGNITUDE:g}")
+            problem = magnitude_problem(number)
+            if problem:
+                raise ValueError(f"value {number!r}: {problem}")
         return value
 
     def model_post_init(self, __context: Any) -> None:
@@ -134,11 +176,12 @@ class MetricsFile(BaseModel):
         for name, number in value.items():
             if number is None:
                 continue
-            if isinstance(number, bool) or not math.isfinite(number):
-                raise ValueError(f"metric {name!r} is {number!r}, expected a finite number")
-            if abs(number) > MAX_METRIC_MAGNITUDE:
-                raise ValueError(f"metric {name!r} is {number!r}, beyond {MAX_METRIC_MAGNITUDE:g}: its square "
-                                 "would overflow the statistics over repeats")
+            problem = magnitude_problem(number)
+            if problem:
+                raise ValueError(f"metric {name!r} is {number!r}, {problem}")
+            if name in VIEW_COUNT_METRICS and number > INT32_MAX:
+                raise ValueError(f"metric {name!r} is {number!r}, beyond {INT32_MAX}: the views hold it as a "
+                                 "32-bit integer")
             if number < 0:
                 raise ValueError(f"metric {name!r} is negative ({number})")
         return value

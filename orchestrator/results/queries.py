@@ -111,22 +111,39 @@ class QueryAnswer:
     columns: list[str] | None
     rows: list[list[Any]]
     affected: int = 0
-    more: bool = False  # rows past ``max_rows`` were left out
+    left_out: str = ""  # which bound (rows, bytes) left rows out, said to the person; "" when none did
+
+    @property
+    def more(self) -> bool:
+        return bool(self.left_out)
 
 
-def run_query(engine: "Engine", query: str, write: bool, max_rows: int) -> QueryAnswer:
+def run_query(engine: "Engine", query: str, write: bool, max_rows: int,
+              timeout_s: float = 0.0) -> QueryAnswer:
     """Run a person's SQL (`orch sql`): on a read-only engine unless ``write``, at most ``max_rows``
-    rows read (0: all); what the database refuses is a UserError saying why, nothing changed."""
-    from orchestrator.results.db.engine import ATTACH_REFUSED, is_read_only_refusal, session_factory
+    rows (0: all) and :data:`sql_bounds.SQL_MAX_BYTES` read, for at most ``timeout_s`` seconds (0:
+    no limit); what the database refuses is a UserError saying why, nothing changed."""
+    from orchestrator.results import sql_bounds
+    from orchestrator.results.db.engine import (
+        ATTACH_REFUSED,
+        is_read_only_refusal,
+        is_several_statements,
+        session_factory,
+    )
 
-    with session_factory(engine)() as session:
+    with session_factory(engine)() as session, sql_bounds.time_limit(session, timeout_s):
         try:
             # A statement's result is a CursorResult (returns_rows, rowcount), whatever the statement.
             result: CursorResult[Any] = session.execute(text(query))  # type: ignore[assignment]
         except DBAPIError as exc:
+            if sql_bounds.is_timeout(exc):
+                raise
             if not write and ATTACH_REFUSED in str(exc.orig):
                 raise UserError("orch sql is read-only: ATTACH and VACUUM INTO are refused (they would open "
                                 "or create another file); nothing was changed") from None
+            if not write and is_several_statements(exc):
+                raise UserError("orch sql without --write runs one statement per call; this text holds "
+                                "more than one (nothing was changed)") from None
             if not write and is_read_only_refusal(exc):
                 raise UserError("orch sql is read-only: this statement would change the database "
                                 "(nothing was changed; add --write to allow it)") from None
@@ -135,6 +152,5 @@ def run_query(engine: "Engine", query: str, write: bool, max_rows: int) -> Query
             session.commit()
             return QueryAnswer(None, [], affected=result.rowcount)
         columns = list(result.keys())
-        rows = [list(r) for r in (result.fetchmany(max_rows + 1) if max_rows else result)]
-    more = bool(max_rows) and len(rows) > max_rows
-    return QueryAnswer(columns, rows[:max_rows] if more else rows, more=more)
+        rows, left_out = sql_bounds.fetch_bounded(result, max_rows)
+    return QueryAnswer(columns, rows, left_out=left_out)

@@ -54,6 +54,7 @@ class PollReport:
     repaired: int = 0
     returned_to_plan: int = 0
     unrepaired: int = 0  # intents left as they were: the scheduler could not be asked about them
+    read_later: int = 0  # ended runs whose metrics wait for the next poll (POLL_READ_BYTES)
     active: int = 0
     failures: dict[str, int] = field(default_factory=dict)
 
@@ -127,10 +128,18 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
     completed = [attempt for attempt, info in ended if info.state == JobState.COMPLETED]
     outcomes: dict[int, IngestOutcome] = {}
     if completed:
-        from orchestrator.results.ingest import collect  # pydantic only when collecting
+        from orchestrator.results.ingest import POLL_READ_BYTES, collect, within_read_budget
 
-        outcomes = collect(session, [(a.id, RunFiles(Path(a.run.run_dir or "")).metrics) for a in completed],
-                           private_dirs=ORCH_MADE_DIRS)
+        files, later = within_read_budget([(a.id, RunFiles(Path(a.run.run_dir or "")).metrics) for a in completed])
+        if later:  # left as they are (the scheduler still says they ended): the next poll reads them
+            waiting = {attempt_id for attempt_id, _ in later}
+            for attempt, _ in ended:
+                if attempt.id in waiting:
+                    attempt.reason = (f"ended; its metrics wait for the next poll (one poll reads at most "
+                                      f"{POLL_READ_BYTES // 2**20} MiB of metrics files)")
+            ended = [(attempt, info) for attempt, info in ended if attempt.id not in waiting]
+            report.read_later += len(waiting)
+        outcomes = collect(session, files, private_dirs=ORCH_MADE_DIRS)
     for attempt, info in ended:
         run = attempt.run
         attempt.exit_code = info.exit_code
@@ -159,6 +168,10 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
                 named = _workload_failure(Path(run.run_dir or ""))
                 if named is not None:
                     attempt.failure_class, attempt.reason = named
+                else:  # the program's own one-line error, where it wrote one (issue 53)
+                    said = program_error(RunFiles(Path(run.run_dir or "")).stderr)
+                    if said:
+                        attempt.reason = f"{attempt.reason or 'failed'}: {said}"
         report.ended += 1
         if attempt.state == AttemptState.FAILED:
             failure = attempt.failure_class or FailureClass.FAILED
@@ -169,6 +182,36 @@ def _record_ends(session: Session, ended: list[tuple[Attempt, JobInfo]], report:
 
 
 WORKLOAD_FAILURES = frozenset({FailureClass.SERVER_UNHEALTHY, FailureClass.SERVER_DIED, FailureClass.PORT_IN_USE})
+
+
+# How much of the end of a run's stderr.log is read for the program's error line.
+STDERR_TAIL_BYTES = 64 * 1024
+
+
+def program_error(path: Path) -> str | None:
+    """The last ``...: error: ...`` line of a job's stderr (argparse's usage errors, the
+    harness's refusals: "gpt2.py: error: argument --model: invalid choice ..."), one line and
+    short, or None. The file is the job's: never followed through a link, only its tail read."""
+    from orchestrator.escape import one_line
+    from orchestrator.safefile import RefusedFile, open_regular
+
+    try:
+        fd = open_regular(path, follow=False)
+    except (OSError, RefusedFile):
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - STDERR_TAIL_BYTES), os.SEEK_SET)
+        tail = os.read(fd, STDERR_TAIL_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    for line in reversed(tail.splitlines()[-40:]):
+        if ": error: " in line or line.startswith("error: "):
+            text = one_line(line.strip())
+            return text if len(text) <= 300 else text[:300] + "..."
+    return None
 
 
 def _workload_failure(run_dir: Path) -> tuple[str, str] | None:

@@ -25,6 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import pydantic_core
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -34,8 +36,10 @@ from orchestrator.plan.render import render_script
 from orchestrator.plan.resolve import Resolved, SiteResolver
 from orchestrator.plan.runfiles import RunFiles, job_name
 from orchestrator.results.db.models import SiteProbe
+from orchestrator.results.ingest import read_bounded
 from orchestrator.run.executors.base import JobInfo, JobRequest, SchedulerError
 from orchestrator.run.probe_checks import Check, Expected, JobEnd, judge, setup_modules
+from orchestrator.run.probe_report import read_report
 from orchestrator.run.submit import Executors
 from orchestrator.sites.fingerprint import fingerprint
 from orchestrator.sites.launchers import get_launcher
@@ -45,8 +49,8 @@ from workloads.registry import PROBE_MARKER
 
 PROBE_SWEEP = "probe"  # the spec's sweep name: the rendered script's comment line says "probe/..."
 PROBE_WALLTIME_S = 600  # seconds: the job takes seconds; a short walltime finds the quickest queue
+_EXPECTED = TypeAdapter(Expected)
 EXPECTED_FILE = "probe.json"  # beside job.sh: what the probe was submitted to find
-REPORT_MAX_BYTES = 16 * 1024 * 1024
 # The backend each device type's all-reduce runs on (workloads/harness/dist.py backend_for; xpu may
 # be xccl or ccl, whichever the node's PyTorch has).
 BACKENDS = {"cpu": "gloo", "cuda": "nccl", "xpu": "xccl/ccl", "hpu": "hccl"}
@@ -149,26 +153,13 @@ def submit_probe(sessions: sessionmaker[Session], executors: Executors, state_di
         job_id, reason = None, (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
     now = datetime.now(timezone.utc)
     if job_id is None:
-        _store(sessions, probe_id, judge(None, expected, JobEnd("refused", reason), False), None, now)
+        end = JobEnd("refused", reason, scheduler=resolved.site.scheduler)
+        _store(sessions, probe_id, judge(None, expected, end, False), None, now)
     else:
         with sessions.begin() as session:
             session.execute(update(SiteProbe).where(SiteProbe.id == probe_id).values(
                 job_id=job_id, state=ProbeState.SUBMITTED, submitted_at=now))
     return Submitted(probe_id, target, job_id, run_dir, reason)
-
-
-def _read_report(files: RunFiles) -> tuple[dict[str, Any] | None, str | None]:
-    """(the ``probe`` section, the file's text) of the metrics file, or (None, None)."""
-    path = files.metrics
-    try:
-        if not path.is_file() or path.is_symlink() or path.stat().st_size > REPORT_MAX_BYTES:
-            return None, None
-        text = path.read_text(errors="replace")
-        doc = json.loads(text)
-    except (OSError, ValueError):
-        return None, None
-    report = doc.get("probe") if isinstance(doc, dict) else None
-    return (report if isinstance(report, dict) else None), text
 
 
 def _tail(path: Path, lines: int = 3) -> str:
@@ -205,19 +196,33 @@ def _store(sessions: sessionmaker[Session], probe_id: int, checks: list[Check], 
             checks=json.dumps([c.as_dict() for c in checks]), report=report_text, **_columns(checks, report)))
 
 
+def _stored_expected(files: RunFiles, row: SiteProbe) -> Expected:
+    """What the probe was submitted to find, from ``probe.json`` beside the job's files: checked
+    for its types, since the job can rewrite it; the row's own figures where it is not usable."""
+    raw = read_bounded(files.run_dir / EXPECTED_FILE, limit=1024 * 1024)
+    try:
+        data = pydantic_core.from_json(raw) if isinstance(raw, bytes) else None
+        if isinstance(data, dict):
+            known = {k: v for k, v in data.items() if k in Expected.__dataclass_fields__ and k != "token"}
+            return _EXPECTED.validate_python({**known, "token": row.token})
+    except (ValueError, ValidationError):
+        pass
+    return Expected(token=row.token, nodes=row.nodes_requested, ranks=row.ranks_requested, device_type="?",
+                    python="?", backend="?", run_dir=row.run_dir)
+
+
 def finish_probe(sessions: sessionmaker[Session], row: SiteProbe, info: JobInfo) -> None:
     """Judge an ended probe job from its report (and, without one, from its logs) and store it."""
     files = RunFiles(Path(row.run_dir))
-    try:
-        stored = json.loads((files.run_dir / EXPECTED_FILE).read_text())
-    except (OSError, ValueError):
-        stored = {"nodes": row.nodes_requested, "ranks": row.ranks_requested, "device_type": "?", "python": "?",
-                  "backend": "?", "run_dir": row.run_dir}
-    expected = Expected.from_dict(stored, row.token)
-    report, text = _read_report(files)
+    expected = _stored_expected(files, row)
+    report, text, refused = read_report(files.metrics)
     end = JobEnd(str(info.state.value), info.reason or "", info.exit_code, _tail(files.stderr))
     wrote_logs = files.stdout.exists() or files.stderr.exists()
-    _store(sessions, row.id, judge(report, expected, end, wrote_logs), text, datetime.now(timezone.utc), report)
+    checks = judge(report, expected, end, wrote_logs)
+    if refused:  # the job wrote a report orch cannot trust: judged as none, and said why
+        checks[0] = Check("python", False, None, f"the probe's report was refused: {refused}",
+                          "probe again; a report the probe itself wrote passes (workloads/probe.py)")
+    _store(sessions, row.id, checks, text, datetime.now(timezone.utc), report)
 
 
 def pending_probes(sessions: sessionmaker[Session], target: str | None = None,

@@ -72,6 +72,7 @@ class JobEnd:
     reason: str = ""
     exit_code: int | None = None
     log_tail: str = ""  # the last lines of the job's stderr, when it has one
+    scheduler: str = ""  # slurm, pbs, local: what a fix may suggest (a PBS site has no twin)
 
     def text(self) -> str:
         code = f", exit code {self.exit_code}" if self.exit_code not in (None, 0) else ""
@@ -103,9 +104,12 @@ def _no_report(expected: Expected, job: JobEnd, wrote_logs: bool) -> list[Check]
     ended = f"the job ended ({job.text()}) without a report"
     tail = f"; its stderr ends: {job.log_tail}" if job.log_tail else ""
     if job.state == "refused":
+        # A PBS site has no Slurm twin (issue 53): its rehearsal runs the scripts through the emulator.
+        how = ("`orch sites rehearsal SITE` renders and submits its scripts through the PBS emulator"
+               if job.scheduler == "pbs" else "`orch sites check SITE` on a twin")
         first = Check("python", False, None, f"the scheduler did not take the probe: {job.reason}",
-                      "make the profile's queue, account and resources acceptable to the site "
-                      "(`orch sites check SITE` on a twin) and probe again")
+                      f"make the profile's queue, account and resources acceptable to the site ({how}) "
+                      "and probe again")
         visible = Check("run_dir_visible", False, None, "not found out: the job never ran")
     elif wrote_logs and "No module named 'torch'" in job.log_tail:
         # The launcher itself needed torch (torchrun is torch.distributed.run): Python ran, torch did not.

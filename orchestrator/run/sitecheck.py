@@ -325,9 +325,9 @@ def _rehearse(section: dict[str, Any], label: str, python: str, changes: list[st
         if isinstance(python_env, dict) and python_env.get("kind", "none") != "none":
             changes.append(f"{label}: python_env {python_env.get('kind')} dropped (this machine's python runs)")
         section["python_env"] = {"kind": "none"}
-    if section.get("env_prepend"):
-        changes.append(f"{label}: env_prepend dropped ({', '.join(section['env_prepend'])}: the site's paths)")
-        section["env_prepend"] = {}
+    # env_prepend is kept (issue 53): it is what provides the env's libraries (Polaris' NCCL plugin
+    # for its NCCL_NET), and dropping one without the other made every plan on the copy warn; the
+    # site's paths, absent here, change nothing on this machine.
     launcher = section.get("launcher")
     if top and launcher is None:
         launcher = section["launcher"] = {"name": "python"}
@@ -495,3 +495,21 @@ def with_pbs_commands_dir(text: str, commands_dir: str) -> str:
     executor["commands_dir"] = commands_dir
     data["executor"] = executor
     return "".join(lines[:head]) + yaml.safe_dump(data, sort_keys=False)
+
+
+def rehearsal_folder(output: Path) -> None:
+    """Make `orch sites rehearsal`'s output folder, or say plainly why it cannot be one (issue 53:
+    an existing file there ended in a FileExistsError traceback)."""
+    if output.exists() and not output.is_dir():
+        raise UserError(f"--output {output}: a file, not a folder; give the folder to write <site>.yaml into")
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--output {output}: cannot make the folder ({exc.strerror})") from None
+
+
+def write_rehearsal_profile(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write the rehearsal profile ({exc.strerror})") from None

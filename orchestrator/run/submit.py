@@ -18,8 +18,9 @@ from typing import Any, Callable
 from sqlalchemy import CursorResult, delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from orchestrator import __version__
 from orchestrator.plan.runfiles import RunFiles, job_name
-from orchestrator.results.db.models import Attempt, Run
+from orchestrator.results.db.models import Attempt, Run, ScriptText
 from orchestrator.results.db.results import record_results
 from orchestrator.run.executors import Executor, JobRequest, executor_for
 from orchestrator.run.executors.base import SubmitResult
@@ -48,10 +49,23 @@ _UNREACHED = ("connection refused", "cannot connect to server", "could not conne
               "errno=15010", "unable to contact slurm controller", "connection reset")
 
 
+# What a submit command that could not be started at all says (not on PATH, not executable):
+# `timeout`'s own words around it, the shell's, Python's. Nothing reached a scheduler then.
+_NOT_STARTED = ("failed to run command", "command not found", "no such file or directory: '",
+                "permission denied: '")
+
+
 def server_unreached(reason: str) -> bool:
     """Whether a submit command's error says it never reached the scheduler."""
     low = reason.lower()
-    return any(marker in low for marker in _UNREACHED)
+    return any(marker in low for marker in _UNREACHED) or command_not_started(reason)
+
+
+def command_not_started(reason: str) -> bool:
+    """Whether a submit command's error says the command itself could not be run (qsub or sbatch
+    not on PATH): the run never reached a scheduler and stays plannable."""
+    low = reason.lower()
+    return any(marker in low for marker in _NOT_STARTED)
 
 
 def executor_folder(state_dir: Path, site: str) -> Path:
@@ -64,6 +78,7 @@ class Executors:
     def __init__(self, state_dir: Path, sites_dirs: list[Path] | None = None) -> None:
         self.state_dir, self.sites_dirs = state_dir, sites_dirs
         self._by_site: dict[str, Executor] = {}
+        self._profile_hashes: dict[str, str | None] = {}
 
     def for_site(self, site: str, system: str | None = None) -> Executor:
         key = f"{site}:{system}" if system else site
@@ -74,6 +89,19 @@ class Executors:
             self._by_site[key] = executor_for(profile.scheduler, executor_folder(self.state_dir, site),
                                               profile.executor)
         return self._by_site[key]
+
+    def profile_hash(self, site: str, system: str | None = None) -> str | None:
+        """sha256 of the site's profile as it is now (an attempt's provenance); None where it cannot be read."""
+        key = f"{site}:{system}" if system else site
+        if key not in self._profile_hashes:
+            from orchestrator.errors import UserError
+            from orchestrator.sites.fingerprint import fingerprint
+
+            try:
+                self._profile_hashes[key] = fingerprint(key, self.sites_dirs).sha256
+            except (OSError, UserError):
+                self._profile_hashes[key] = None
+        return self._profile_hashes[key]
 
     def calls(self) -> dict[str, int]:
         total: dict[str, int] = {}
@@ -101,8 +129,12 @@ def _archive_old_metrics(run_dir: Path, attempt: int) -> None:
         metrics.rename(metrics.with_name(f"metrics.attempt-{attempt - 1}.json"))
 
 
-def claim(sessions: sessionmaker[Session], run_ids: list[str]) -> list[tuple[Run, Attempt]]:
-    """Claim runs and write the intent (an attempt in ``submitting``); returns what this process won."""
+def claim(sessions: sessionmaker[Session], run_ids: list[str],
+          profile_hash: str | None = None) -> list[tuple[Run, Attempt]]:
+    """Claim runs and write the intent (an attempt in ``submitting``); returns what this process won.
+
+    The attempt keeps what it is submitted with: the run's epoch, its script (by hash, the text
+    stored once in ``scripts``), the site profile's hash and orch's version."""
     won: list[tuple[Run, Attempt]] = []
     with sessions.begin() as session:
         for run_id in run_ids:
@@ -118,7 +150,10 @@ def claim(sessions: sessionmaker[Session], run_ids: list[str]) -> list[tuple[Run
             number = (session.scalar(select(func.max(Attempt.number)).where(Attempt.run_id == run_id)) or 0) + 1
             attempt = Attempt(run_id=run_id, number=number, state=AttemptState.SUBMITTING,
                               scheduler=run.scheduler or "local",
-                              job_name=job_name(run_id, number, secrets.token_hex(3)))
+                              job_name=job_name(run_id, number, secrets.token_hex(3)), epoch=run.epoch or 1,
+                              script_hash=run.script_hash, profile_hash=profile_hash, orch_version=__version__)
+            if run.script_hash and run.script is not None and session.get(ScriptText, run.script_hash) is None:
+                session.add(ScriptText(sha256=run.script_hash, text=run.script))
             session.add(attempt)
             session.flush()
             won.append((run, attempt))
@@ -140,7 +175,7 @@ def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str
         by_target.setdefault((run.site, run.system), []).append(run.id)
     for (site_name, system), ids in by_target.items():
         executor = executors.for_site(site_name, system)
-        claimed = claim(sessions, ids)
+        claimed = claim(sessions, ids, executors.profile_hash(site_name, system))
         if not claimed:
             continue
         requests = []
@@ -157,6 +192,10 @@ def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str
             result: SubmitResult = executor.submit(requests)
         except Exception as exc:  # the executor itself broke: record it on these attempts
             reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            if isinstance(exc, OSError) or command_not_started(reason):
+                _hand_back(sessions, claimed)  # no command ran: nothing can have been submitted
+                deferred += [(run.id, reason) for run, _ in claimed]
+                continue
             _record_refused(sessions, claimed, reason)
             failed += [(run.id, reason) for run, _ in claimed]
             continue
@@ -187,12 +226,27 @@ def submit_runs(sessions: sessionmaker[Session], executors: Executors, site: str
                 else:
                     refused.append((run, attempt, result.refused.get(name, "not submitted (no reason given)")))
         for run, attempt, reason in refused:
+            if command_not_started(reason):  # qsub or sbatch not on PATH: no scheduler saw it
+                _hand_back(sessions, [(run, attempt)])
+                deferred.append((run.id, reason))
+                continue
             _record_refused(sessions, [(run, attempt)], reason)
             failed.append((run.id, reason))
         if progress:
             progress(sum(1 for j in result.job_ids if j is not None))
     return SubmitReport(submitted=submitted, failed=failed, deferred=deferred,
                         unreached=[(r, why) for r, why in deferred if server_unreached(why)], calls=executors.calls())
+
+
+def _hand_back(sessions: sessionmaker[Session], claimed: list[tuple[Run, Attempt]]) -> None:
+    """Undo these claims: the submit command never ran, so the runs wait, plannable, for the next
+    submit (or a re-plan) as if it had not been tried."""
+    now = datetime.now(timezone.utc)
+    with sessions.begin() as session:
+        for run, attempt in claimed:
+            session.execute(delete(Attempt).where(Attempt.id == attempt.id))
+            session.execute(update(Run).where(Run.id == run.id).values(
+                status=RunState.RETRY if attempt.number > 1 else RunState.PLANNED, updated_at=now))
 
 
 def _record_refused(sessions: sessionmaker[Session], claimed: list[tuple[Run, Attempt]], reason: str) -> None:

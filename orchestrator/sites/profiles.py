@@ -320,6 +320,9 @@ class PythonEnv(BaseModel):
     prefix: str | None = None
     prefix_env: str | None = None
     required: bool = False
+    # The torch version this environment provides, where the centre's page states it (a module
+    # named PyTorch/2.1.2): `orch plan` skips a run whose strategy needs a newer one (issue 53).
+    torch: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+){0,2}([.+a-z0-9-]*)$")
     # What the prefix must hold, for the skip reason (default: by kind).
     description: str = ""
     source: str = ""
@@ -648,6 +651,8 @@ class SiteProfile(BaseModel):
         given = overrides.get("python_env")
         if given is not None:
             base = {} if "kind" in given else self.python_env.model_dump(exclude_unset=True)
+            if given.keys() & {"modules", "prefix", "prefix_env", "default"}:
+                base.pop("torch", None)  # another environment: the profile's torch is not known to hold
             try:
                 update["python_env"] = PythonEnv.model_validate({**base, **given})
             except ValidationError as exc:

@@ -185,7 +185,7 @@ COLUMN_BAD = {
     "nulname": "metrics: the name 'a\\x00b': contains a NUL character",
     "nulmodel": "device.model: contains a NUL character",
     "nulhost": "env.hostname: contains a NUL character",
-    "hugemetric": "metric 'tflops' is 1e+308, beyond 1e+100",
+    "hugemetric": "metric 'tflops' is 1e+308, beyond 1e+60",
     "bigworld": "world_size: 2147483648 is beyond the 32-bit integers",
     "hardlink": "a file with 2 hard links (not read",
     "symlinkdir": "is a symbolic link (not followed)",

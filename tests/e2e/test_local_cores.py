@@ -278,7 +278,7 @@ def test_queued_and_running_jobs_leave_the_measured_run_alone(workdir: Path) -> 
         orch("submit", "--sweep", name)
     try:
         _ledger_until(workdir / "ledger", lambda s: s["holding"] and len(s["waiting"]) == 2, "one run and two queued")
-        controllers = [int(r["job_id"]) for r in json.loads(orch("sql", "-f", "json",
+        controllers = [int(r["job_id"].split("-")[0]) for r in json.loads(orch("sql", "-f", "json",
                                                                  "SELECT job_id FROM attempts").stdout)]
         assert len(controllers) == 3
         for pid in controllers:  # orch's controller, not submitit's module

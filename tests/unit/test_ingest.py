@@ -123,7 +123,7 @@ def test_a_loss_series_is_stored_point_by_point(db_url: str) -> None:
 @pytest.mark.parametrize("series, expected", [
     ({"loss": {**LOSS, "values": [1.0]}}, "3 steps but 1 values"),
     ({"loss": {**LOSS, "steps": [2, 2, 6]}}, "step numbers must increase"),
-    ({"loss": {**LOSS, "values": [1.0, 2.0, 1e200]}}, "not a finite number"),
+    ({"loss": {**LOSS, "values": [1.0, 2.0, 1e200]}}, "beyond 1e+60"),
     ({"loss": {**LOSS, "every": 0}}, "every"),
     ({"loss": [1.0, 2.0]}, "series.loss"),
 ])
@@ -163,7 +163,7 @@ def test_values_that_do_not_fit_their_columns(change: Callable[[dict[str, Any]],
 
 def test_a_metric_whose_square_overflows_is_refused(tmp_path: Path) -> None:
     metrics, outcome = read_metrics(write(tmp_path, json.dumps({**GOOD, "metrics": {"tflops": 1e308}})))
-    assert metrics is None and outcome.reason is not None and "beyond 1e+100" in outcome.reason
+    assert metrics is None and outcome.reason is not None and "beyond 1e+60" in outcome.reason
 
 
 def test_hard_links_and_linked_run_folders_are_refused(tmp_path: Path) -> None:

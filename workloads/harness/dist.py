@@ -186,11 +186,20 @@ def init(denv: DistEnv, device_type: str, torch_device: torch.device | None = No
     os.environ.setdefault("LOCAL_RANK", str(denv.local_rank))
     backend = backend_for(device_type)
     kwargs: dict[str, Any] = {}
-    if device_type == "cuda" and torch_device is not None:
+    if device_type == "cuda" and torch_device is not None and _takes_device_id():
         kwargs["device_id"] = torch_device  # binds NCCL to the device, avoids a guess in barrier()
     dist.init_process_group(backend=backend, rank=denv.rank, world_size=denv.world_size,
                             timeout=timeout or timedelta(minutes=10), **kwargs)
     return backend
+
+
+def _takes_device_id() -> bool:
+    """Whether this torch's init_process_group has ``device_id`` (PyTorch 2.2, pytorch#114916):
+    2.1 (Baskerville's PyTorch/2.1.2 module) raised TypeError on it, failing every multi-GPU run
+    (issue 53); there the device set for the rank (torch.cuda.set_device) is NCCL's."""
+    import inspect
+
+    return "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
 def init_local(device_type: str, torch_device: torch.device | None = None,

@@ -2,7 +2,8 @@
 
 Definitions (those of ``vllm bench serve``, which GuideLLM and AIPerf share; db/glossary_metrics.yaml):
 - TTFT: send to the first content chunk, per successful request.
-- ITL: the gap between consecutive content chunks, pooled over every successful request.
+- ITL: the gap between consecutive content chunks, pooled over every successful request (for a
+  record that kept only its first and last token's times, GuideLLM's: their mean gap, once).
 - TPOT: per request, (end-to-end - TTFT) / (output tokens - 1); requests of one token have none.
 - end-to-end (e2e): send to the last byte of the response.
 - Percentiles p50/p90/p99 are linear-interpolated (numpy's default); ``*_count`` is the number
@@ -51,12 +52,22 @@ def request_tpot(record: Mapping[str, Any]) -> float | None:
     return (float(record["latency_s"]) - float(record["chunk_s"][0])) / (tokens - 1)
 
 
+def _gaps(record: Mapping[str, Any]) -> list[float]:
+    """The record's inter-token gaps: each chunk's from the last, or, where only the first and
+    last token's times were kept (``chunks: first_last``), their mean, once per request (GuideLLM's ITL)."""
+    chunk_s = record["chunk_s"]
+    if record.get("chunks", "all") == "first_last":
+        tokens = int(record["output_tokens"])
+        return [(chunk_s[-1] - chunk_s[0]) / (tokens - 1)] if tokens > 1 and len(chunk_s) > 1 else []
+    return [b - a for a, b in zip(chunk_s, chunk_s[1:])]
+
+
 def compute(records: Iterable[Mapping[str, Any]], duration_s: float, slo: Mapping[str, float]) -> dict[str, Any]:
     """The serving figures of one load level from its records (dicts as in requests.jsonl)."""
     records = list(records)
     good = [r for r in records if r["ok"]]
     ttft = [float(r["chunk_s"][0]) for r in good]
-    itl = [b - a for r in good for a, b in zip(r["chunk_s"], r["chunk_s"][1:])]
+    itl = [gap for r in good for gap in _gaps(r)]
     tpot_by_request = [request_tpot(r) for r in good]
     tpot = [t for t in tpot_by_request if t is not None]
     e2e = [float(r["latency_s"]) for r in good]

@@ -3,6 +3,10 @@
 Each backend is one command line, built from the run's parameters:
 
 - ``builtin``: ``python -m workloads.serving.cpu_server`` (orch's own; runs anywhere, tested here);
+- ``transformers``: Hugging Face's ``transformers serve --continuous-batching`` over a random-weight
+  Llama (workloads/serving/hf_server.py), run by the serving environment's Python
+  (``$ORCH_SERVING_PYTHON``, else ``.venv-serving/bin/python`` of this checkout, which
+  scripts/setup_serving.sh makes): a third-party server that batches on a CPU, tested here;
 - ``vllm``: ``vllm serve DIR --load-format dummy`` over a Llama config written at start (random
   weights, no download; CUDA and ROCm sites, or Gaudi with vLLM's HPU build);
 - ``vllm`` on ``--device hpu`` (Intel Gaudi2/3): Intel's vLLM for Gaudi (the vllm-fork, now the
@@ -56,7 +60,7 @@ from typing import Any
 from workloads.serving.spec import BACKENDS, EXIT_CODES
 
 __all__ = ["BACKENDS", "EXIT_CODES", "Server", "ServingFailure", "free_port", "server_command", "server_env",
-           "start", "wait_healthy"]
+           "serving_python", "start", "wait_healthy"]
 
 
 class ServingFailure(Exception):
@@ -101,6 +105,9 @@ def server_command(backend: str, *, host: str, port: int, model: str, model_dir:
     if backend == "builtin":
         argv = [sys.executable, "-m", "workloads.serving.cpu_server", "--host", host, "--port", str(port),
                 "--model", model, "--seed", str(seed), "--dtype", dtype]
+    elif backend == "transformers":
+        argv = [serving_python(), str(Path(__file__).with_name("hf_server.py")), model_dir, "--host", host,
+                "--port", str(port), "--seed", str(seed), "--dtype", dtype]
     elif backend == "vllm" and device == "hpu":
         argv = _vllm_gaudi(host=host, port=port, model=model, model_dir=model_dir, tp=tp, dtype=dtype,
                            max_len=max_len, seed=seed)
@@ -119,6 +126,13 @@ def server_command(backend: str, *, host: str, port: int, model: str, model_dir:
     else:
         raise ValueError(f"backend {backend!r} starts no server")
     return argv + shlex.split(extra)
+
+
+def serving_python() -> str:
+    """The Python of the environment ``transformers serve`` is installed in (kept apart from the
+    workload's: its dependencies must not reach a compute node's torch stack)."""
+    return os.environ.get("ORCH_SERVING_PYTHON") or str(Path(__file__).resolve().parents[2] / ".venv-serving" / "bin"
+                                                        / "python")
 
 
 def _vllm_gaudi(*, host: str, port: int, model: str, model_dir: str, tp: int, dtype: str, max_len: int,

@@ -6,7 +6,8 @@ transformers, a multi-process service stack) into ``.venv`` and onto every compu
 Python, and pin versions that fight the sites' own torch stacks. What orch needs from them
 is small: open-loop arrivals, streamed completions timed per chunk, one record per request.
 This module does that with asyncio streams; its figures follow their definitions (and
-``vllm bench serve``'s): see ``figures.py``.
+``vllm bench serve``'s): see ``figures.py``. GuideLLM itself can drive a run instead
+(``--loadgen guidellm``), from an environment of its own: workloads/serving/guidellm_run.py.
 
 Arrivals (the field's three):
 - ``poisson``: open loop, exponential gaps of mean 1/rate (seeded), as ``vllm bench serve
@@ -31,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
+from workloads.serving.hf_server import word
 from workloads.serving.spec import ARRIVALS
 
 __all__ = ["ARRIVALS", "LoadResult", "Record", "ServerGone", "arrival_offsets", "prompts", "run_load"]
@@ -51,6 +53,9 @@ class Record:
     chunk_s: list[float] = field(default_factory=list)  # each content chunk's arrival
     output_tokens: int = 0  # the server's usage figure, else the number of content chunks
     error: str | None = None
+    # "all": chunk_s holds every content chunk's arrival; "first_last": only the first and last
+    # token's (a tool that keeps no more, such as GuideLLM: workloads/serving/guidellm_run.py).
+    chunks: str = "all"
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), allow_nan=False)
@@ -137,10 +142,12 @@ async def _stream_completion(url: str, body: dict[str, Any], record: Record, clo
                         record.chunk_s.append(clock() - record.sent_s)
                     if message.get("usage"):
                         usage_tokens = int(message["usage"].get("completion_tokens") or 0)
+                    # transformers serve ends its stream after the finish_reason chunk, with no [DONE].
+                    done = done or any(c.get("finish_reason") for c in choices)
         if status != 200:
             raise RuntimeError(f"HTTP {status}: {buffer[:200].decode(errors='replace')}")
         if not done:
-            raise ServerGone("stream ended without [DONE] (the server went away mid-response)")
+            raise ServerGone("stream ended without [DONE] or a finish_reason (the server went away mid-response)")
         record.latency_s = clock() - record.sent_s
         record.output_tokens = usage_tokens if usage_tokens is not None else len(record.chunk_s)
         record.ok = bool(record.chunk_s)
@@ -168,6 +175,15 @@ async def _body(reader: asyncio.StreamReader, chunked: bool, timeout_s: float): 
         await reader.readline()  # the CRLF after each chunk
 
 
+def _request_body(style: str, model: str, prompt: list[int], wanted: int) -> dict[str, Any]:
+    """One streamed completion request in the server's ``style`` (workloads/serving/spec.py REQUEST_STYLES)."""
+    body: dict[str, Any] = {"model": model, "max_tokens": wanted, "temperature": 0, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if style == "text":
+        return {**body, "prompt": " ".join(word(token) for token in prompt)}
+    return {**body, "prompt": prompt, "min_tokens": wanted, "ignore_eos": True}
+
+
 @dataclass
 class LoadResult:
     records: list[Record]
@@ -176,7 +192,8 @@ class LoadResult:
 
 
 async def _run(url: str, model: str, arrival: str, rate: float, concurrency: int, prompt_ids: list[list[int]],
-               output_lens: list[int], seed: int, timeout_s: float, on_record: Callable[[Record], None]) -> LoadResult:
+               output_lens: list[int], seed: int, timeout_s: float, on_record: Callable[[Record], None],
+               style: str) -> LoadResult:
     start = time.perf_counter()
 
     def clock() -> float:
@@ -191,8 +208,7 @@ async def _run(url: str, model: str, arrival: str, rate: float, concurrency: int
         record = Record(index=index, scheduled_s=scheduled, sent_s=clock(), input_tokens=len(prompt_ids[index]),
                         output_len=wanted)
         records.append(record)
-        body = {"model": model, "prompt": prompt_ids[index], "max_tokens": wanted, "min_tokens": wanted,
-                "ignore_eos": True, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+        body = _request_body(style, model, prompt_ids[index], wanted)
         try:
             await _stream_completion(url, body, record, clock, timeout_s)
         except ServerGone as exc:
@@ -231,13 +247,14 @@ async def _run(url: str, model: str, arrival: str, rate: float, concurrency: int
 
 def run_load(url: str, *, model: str, arrival: str, rate: float, concurrency: int, prompt_ids: list[list[int]],
              output_len: int | Sequence[int], seed: int = 0, timeout_s: float = 600.0,
-             on_record: Callable[[Record], None] = lambda r: None) -> LoadResult:
+             on_record: Callable[[Record], None] = lambda r: None, style: str = "token_ids") -> LoadResult:
     """Drive ``url`` (``.../v1/completions``) with ``prompt_ids`` by ``arrival``, asking for
     ``output_len`` tokens of each (one figure for all, or one per prompt); ``on_record`` is
     called as each request ends (the workload appends it to requests.jsonl at once, so a crash
-    later loses none of them)."""
+    later loses none of them); ``style``: how the server wants its requests (``token_ids`` or
+    ``text``: workloads/serving/spec.py REQUEST_STYLES)."""
     if arrival not in ARRIVALS:
         raise ValueError(f"arrival {arrival!r}: expected one of {', '.join(ARRIVALS)}")
     output_lens = _per_request(output_len, len(prompt_ids))
     return asyncio.run(_run(url, model, arrival, rate, concurrency, prompt_ids, output_lens, seed, timeout_s,
-                            on_record))
+                            on_record, style))

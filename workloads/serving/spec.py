@@ -10,8 +10,15 @@ import math
 import random
 from dataclasses import dataclass
 
-BACKENDS = ("builtin", "vllm", "sglang", "tgi", "endpoint")
+BACKENDS = ("builtin", "transformers", "vllm", "sglang", "tgi", "endpoint")
+
+# How a backend's server wants its completion requests: ``token_ids`` (prompts as lists of ids,
+# ``ignore_eos``/``min_tokens`` for exact output lengths: vLLM, SGLang, orch's own) or ``text``
+# (prompts as words, one token each, and no fields beyond OpenAI's: ``transformers serve``
+# refuses unknown fields; its model has no end-of-sequence token, so max_tokens is exact).
+REQUEST_STYLES: dict[str, str] = {"transformers": "text"}
 ARRIVALS = ("poisson", "constant", "concurrency")
+LOADGENS = ("orch", "guidellm")  # whose load generator drives the server (workloads/serving/guidellm_run.py)
 
 # failure class -> exit code of the workload (2 stays a refusal: workloads/harness/errors.py).
 EXIT_CODES: dict[str, int] = {"server_unhealthy": 3, "server_died": 4, "port_in_use": 5}

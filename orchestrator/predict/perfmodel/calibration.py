@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 import yaml
 
 from orchestrator.predict.perfmodel.machine import Efficiency, Machine
+from orchestrator.safefile import replace_file
 from orchestrator.yamlsource import load_yaml
 
 FILE_NAME = "calibration.yaml"
@@ -203,8 +204,7 @@ def store(efficiency: Efficiency, machine: Machine, *, runs: int, error_before: 
         "fitted_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text("# Efficiency factors fitted by `orch calibrate` (orchestrator/predict/perfmodel/calibration.py).\n"
-                   + yaml.safe_dump({"entries": entries}, sort_keys=False))
-    tmp.replace(path)
+    # A fixed temporary name could be a planted symbolic link: replace_file makes its own.
+    replace_file(path, ("# Efficiency factors fitted by `orch calibrate` (orchestrator/predict/perfmodel/"
+                        "calibration.py).\n" + yaml.safe_dump({"entries": entries}, sort_keys=False)).encode())
     return path

@@ -122,8 +122,31 @@ def make_engine(url: str | URL, read_only: bool = False) -> Engine:
     if parsed.password is None and os.environ.get("PGPASSWORD"):
         # Keep libpq's variable working, but out of the environment jobs inherit.
         url = parsed.set(password=os.environ.pop("PGPASSWORD"))
-    connect_args = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+    if not read_only:
+        return _create(url, parsed, pool_pre_ping=True)
+    # A read-only transaction can be ended and another begun READ WRITE in the same text
+    # ("COMMIT; BEGIN READ WRITE; CREATE TABLE ...; COMMIT" wrote without --write), and only the
+    # simple query protocol runs several statements. Preparing every statement (psycopg 3's
+    # prepare_threshold 0) sends it by the extended protocol: the server itself then refuses
+    # more than one statement per call (MULTIPLE_STATEMENTS_REFUSED). psycopg2 has no extended
+    # protocol: a read-only engine is refused on it.
+    if parsed.get_driver_name() != "psycopg":
+        raise UserError(f"a read-only connection needs the psycopg (3) driver, not {parsed.drivername!r}: "
+                        "use postgresql:// or postgresql+psycopg://")
+    connect_args: dict[str, object] = {"options": "-c default_transaction_read_only=on", "prepare_threshold": 0}
     return _create(url, parsed, pool_pre_ping=True, connect_args=connect_args)
+
+
+# What the server says of several statements sent as one prepared statement.
+MULTIPLE_STATEMENTS_REFUSED = "cannot insert multiple commands into a prepared statement"
+# What SQLite's driver says of several statements in one call.
+SQLITE_ONE_STATEMENT = "You can only execute one statement at a time"
+
+
+def is_several_statements(exc: DBAPIError) -> bool:
+    """Whether the database refused a call because it held more than one statement."""
+    text = str(exc.orig)
+    return MULTIPLE_STATEMENTS_REFUSED in text or SQLITE_ONE_STATEMENT in text
 
 
 def _create(url: str | URL, parsed: URL, **options: object) -> Engine:

@@ -84,6 +84,10 @@ class Run(Base):
     predicted_step_s: Mapped[float | None] = mapped_column(Float)
     predicted_run_s: Mapped[float | None] = mapped_column(Float)
     orch_version: Mapped[str | None] = mapped_column(String(40))
+    # The run's current epoch (migration 0016): 1 when planned, one more per `orch again`; and the
+    # number of that epoch's first attempt, so the retry policy counts one epoch's attempts.
+    epoch: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    epoch_first_attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
@@ -92,7 +96,8 @@ class Run(Base):
     def status_after_failure(self, attempt_number: int, failure_class: str | None) -> RunState:
         """The run's status once attempt ``attempt_number`` failed with ``failure_class``:
         ``retry`` while the sweep's policy names the class and attempts remain."""
-        if failure_class in json.loads(self.retry_on or "[]") and attempt_number < self.max_attempts:
+        in_epoch = attempt_number - (self.epoch_first_attempt or 1) + 1
+        if failure_class in json.loads(self.retry_on or "[]") and in_epoch < self.max_attempts:
             return RunState.RETRY
         return RunState.CANCELLED if failure_class == FailureClass.CANCELLED else RunState.FAILED
 
@@ -122,10 +127,25 @@ class Attempt(Base):
     # Times the scheduler started this job (PBS run_count; > 1 after a requeue: started_at and
     # elapsed_s are then the last run's). NULL where the scheduler does not say (migration 0010).
     run_count: Mapped[int | None] = mapped_column(Integer)
+    # What the attempt was submitted with (migration 0016): its run's epoch then, the script's
+    # sha256 (text in ``scripts``), the site profile's sha256 and the orch that submitted it.
+    epoch: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    script_hash: Mapped[str | None] = mapped_column(String(64))
+    profile_hash: Mapped[str | None] = mapped_column(String(64))
+    orch_version: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     run: Mapped[Run] = relationship(back_populates="attempts")
     metrics: Mapped["Metrics | None"] = relationship(back_populates="attempt")
+
+
+class ScriptText(Base):
+    """Each distinct rendered batch script once, by its sha256 (migration 0016): the script an
+    attempt of an earlier epoch ran with, after ``orch again`` rendered the run's script anew."""
+
+    __tablename__ = "scripts"
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
 
 
 class Environment(Base):

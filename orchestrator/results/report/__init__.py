@@ -64,6 +64,9 @@ def build_report(engine: Engine, output: Path, directory: bool, sweeps: list[str
             built.append(result)
         else:
             skipped.append(result)
+    from orchestrator.results.report.regressions import regression_figures  # change points (issue 51)
+
+    built += regression_figures(engine, src.sweeps)
     seconds["queries"] = time.perf_counter() - clock
 
     clock = time.perf_counter()

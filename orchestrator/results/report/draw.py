@@ -29,6 +29,9 @@ RC: dict[str, Any] = {
     "axes.grid": True,
     "grid.alpha": 0.3,
     "legend.fontsize": 7,
+    # Titles, labels and legends hold what users wrote (a sweep's tag, names): drawn as written,
+    # never read as math text (`$...$`), which raised on a stray `$` or `\frac{` (issue 53).
+    "text.parse_math": False,
 }
 
 

@@ -210,10 +210,19 @@ def summary(src: Source) -> FigureData | Skip:
         for row in src.query("SELECT run_id, throughput_per_price, tflops_per_device_per_price, price_currency "
                              f"FROM cost WHERE price_per_device_hour IS NOT NULL{src.where_sweep()}"):
             prices[row["run_id"]] = row
+    # The serving view pivots every metric value before it filters: asked only when serving ran.
+    goodput = _serving_goodput(src) if any(r["workload"] == "llm_serving" for r in rows) else {}
     best: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for row in rows:
-        group = (row["workload"], row["throughput_metric"] or "", system_label(row), row["precision"])
-        if group not in best or row["mean"] > best[group]["mean"]:
+        # Ranked per device (issue 53: by the total, a system that ran on more devices won), and a
+        # serving run by its goodput under its SLO rather than its raw tokens/s.
+        run_id = runs.get(key_of(row, SPREAD_KEYS), (None, 0))[0]
+        metric, figure = row["throughput_metric"] or "", row["mean"]
+        if row["workload"] == "llm_serving" and run_id in goodput:
+            metric, figure = "goodput_requests_per_s", goodput[run_id]
+        row = {**row, "throughput_metric": metric, "mean": figure, "per_device": figure / max(1, row["devices"] or 1)}
+        group = (row["workload"], metric, system_label(row), row["precision"])
+        if group not in best or row["per_device"] > best[group]["per_device"]:
             best[group] = row
     notes: list[str] = []
     panels: list[Panel] = []
@@ -231,25 +240,37 @@ def summary(src: Source) -> FigureData | Skip:
             flags = "; ".join(f for f in (
                 "single repeat" if (row["repeats"] or 0) <= 1 else "",
                 f"spread {spread:.0%} of the mean" if spread is not None and spread > 0.10 else "") if f)
-            series[precision].append(Point(system, row["mean"], run_id))
+            series[precision].append(Point(system, row["per_device"], run_id))
             table_rows.append({"run_id": run_id, "workload": workload, "system": system, "precision": precision,
-                               "configuration": config_label(row), "metric": metric, "best_mean": row["mean"],
+                               "configuration": config_label(row), "metric": metric, "devices": row["devices"],
+                               "best_per_device": row["per_device"], "best_mean": row["mean"],
                                "repeats": row["repeats"], "per_price": per_price,
                                "per_price_unit": ("TFLOP/s per device per " if number(
                                    price.get("tflops_per_device_per_price")) else "work per ")
                                + f"{price.get('price_currency') or ''}/hour" if per_price is not None else None,
                                "flags": flags})
         systems = sorted({p.x for pts in series.values() for p in pts}, key=str)
-        panels.append(Panel(workload, "system", unit(metric), "bars",
+        panels.append(Panel(workload, "system", f"{unit(metric)} per device", "bars",
                             [Series(p, series[p]) for p in sorted(series)], categories=[str(x) for x in systems]))
-    caption = ("Per workload, the best mean throughput (view repeat_spread: mean over repeats) each system reached "
+    caption = ("Per workload, the best mean throughput per device (view repeat_spread: mean over repeats, divided "
+               "by the run's devices, so systems that ran on different device counts compare fairly; serving "
+               "runs by their goodput under the SLO, view serving) each system reached "
                "in each precision, and its performance per price (view cost: TFLOP/s per device per price per "
                "device-hour, or throughput per price). Flags: a figure from a single repeat, or repeats spread by "
                "more than 10% of their mean. The figures below show every configuration.")
     return FigureData(key, title, caption, panels,
-                      table(["workload", "system", "precision", "configuration", "metric", "best_mean", "repeats",
-                             "per_price", "per_price_unit", "flags"], table_rows,
-                            ["best_mean", "per_price", "repeats", "flags"]), notes)
+                      table(["workload", "system", "precision", "configuration", "metric", "devices",
+                             "best_per_device", "best_mean", "repeats", "per_price", "per_price_unit", "flags"],
+                            table_rows, ["best_per_device", "best_mean", "per_price", "repeats", "flags"]), notes)
+
+
+def _serving_goodput(src: Source) -> dict[str, float]:
+    """Each serving run's best goodput (requests/s within its SLO, view serving) by run id."""
+    if src.missing("serving", ["run_id", "goodput_requests_per_s"]):
+        return {}
+    rows = src.query("SELECT run_id, MAX(goodput_requests_per_s) AS goodput FROM serving "
+                     f"WHERE goodput_requests_per_s IS NOT NULL{src.where_sweep()} GROUP BY run_id")
+    return {r["run_id"]: float(r["goodput"]) for r in rows if number(r["goodput"]) is not None}
 
 
 # ------------------------------------------------------------------ scaling

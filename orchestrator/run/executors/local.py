@@ -1,9 +1,10 @@
 """The ``local`` executor: jobs run on this machine through submitit's LocalExecutor.
 
-The job id is the pid of submitit's job controller, which outlives ``orch submit`` and
-runs in a session of its own (a Ctrl-C of ``orch submit`` does not reach it).
-Any later ``orch`` process can follow a job from the files submitit writes
-(``<folder>/<id>_0_result.pkl``) and from ``/proc``.
+The job id is ``<pid>-<start time>`` of submitit's job controller, which outlives ``orch
+submit`` and runs in a session of its own (a Ctrl-C of ``orch submit`` does not reach it); the
+start time makes it unique where pids are reused. Any later ``orch`` process follows a job from
+``/proc`` and from the JSON result orch's wrapper writes (``<folder>/results/<id>.json``,
+validated on reading); submitit's pickled result is never loaded (the job could write it).
 
 Jobs are admitted by cores inside the job (:mod:`orchestrator.run.executors.local_job`): a
 job whose run still waits for its cores is pending, and ``<folder>/started/<id>`` says
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -40,8 +40,8 @@ from orchestrator.run.executors.base import (
 from orchestrator.run.executors.local_controller import MODULE as CONTROLLER_MODULE
 from orchestrator.run.executors.local_controller import SUBMITIT_MODULE
 from orchestrator.run.executors.local_cores import CAPACITY_ENV, parse_capacity
-from orchestrator.run.executors.local_job import run_batch_script
-from orchestrator.safefile import open_regular, read_regular
+from orchestrator.run.executors.local_job import RESULTS_DIR, read_result, run_batch_script
+from orchestrator.safefile import read_regular
 from orchestrator.sites.schedulers import ExecutorOptions, LocalOptions
 
 # A started file holds one timestamp, a marker one job id: far less than this.
@@ -51,14 +51,37 @@ STARTED_FILE_LIMIT = 4096
 CONTROLLER_TIMEOUT_MIN = 60 * 24 * 365
 
 
-def _controller_alive(pid: int, folder: Path) -> bool:
-    """True while ``pid`` is a live submitit controller for ``folder`` (pids get reused)."""
+def _proc_start(pid: int) -> str | None:
+    """The kernel's start time of live process ``pid`` (None: gone or a zombie)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-            return False
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def split_job_id(job_id: str) -> tuple[int, str | None] | None:
+    """(controller pid, its start time) from a job id ``<pid>-<start>``; a plain pid (before issue
+    53) has no start time; None for anything else."""
+    pid, _, start = job_id.partition("-")
+    if not pid.isdigit() or (start and not start.isdigit()) or len(job_id) > 40:
+        return None
+    return int(pid), start or None
+
+
+def _controller_alive(job_id: str, folder: Path) -> bool:
+    """True while the job's submitit controller for ``folder`` lives: its pid, with the start time
+    the job id records (pids get reused: on pid_max 32768 within half an hour)."""
+    parts = split_job_id(job_id)
+    if parts is None:
+        return False
+    pid, start = parts
+    now = _proc_start(pid)
+    if now is None or (start is not None and now != start):
+        return False
+    try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (FileNotFoundError, ProcessLookupError, IndexError):
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return str(folder).encode() in cmdline
 
@@ -180,23 +203,18 @@ class LocalExecutor(Executor):
                                   processes=req.nodes * req.tasks_per_node, capacity=self.capacity,
                                   started_dir=str(self.folder / "started"), exclusive=not req.share)
             self._count("submitit.LocalExecutor.submit")
-            self._jobs[job.job_id] = job
-            ids.append(job.job_id)
+            # The pid alone is no id: a later job gets the same pid (pid_max 32768) and took an
+            # earlier job's result. With the controller's start time it names one process ever.
+            job_id = f"{job.job_id}-{_proc_start(int(job.job_id)) or 0}"
+            self._jobs[job_id] = job
+            ids.append(job_id)
         return ids
 
-    def _result(self, job_id: str) -> tuple[str, object] | None:
-        path = self.folder / f"{job_id}_0_result.pkl"
-        try:
-            # Opened as the started file is (a FIFO put here must not block the poll); a result
-            # is a small pickle, and one that is not a regular file is no result.
-            fd = open_regular(path)
-        except OSError:  # none yet (FileNotFoundError), or one refused: no result either way
-            return None
-        try:
-            with os.fdopen(fd, "rb") as handle:
-                return pickle.load(handle)
-        except (EOFError, pickle.UnpicklingError):
-            return None  # still being written
+    def _result(self, job_id: str) -> dict[str, Any] | None:
+        """The job's end as its wrapper wrote it (``results/<job id>.json``), validated; None when
+        there is none yet. submitit's own ``_result.pkl`` is never read: the job can write it, and
+        unpickling runs code."""
+        return read_result(self.folder / RESULTS_DIR, job_id)
 
     def query(self, job_ids: list[str]) -> dict[str, JobInfo]:
         self._count("query")
@@ -207,7 +225,7 @@ class LocalExecutor(Executor):
                 job.done()  # polls the Popen handle, reaping a finished controller
             result = self._result(job_id)
             if result is None:
-                alive = job_id.isdigit() and _controller_alive(int(job_id), self.folder)
+                alive = _controller_alive(job_id, self.folder)
                 # Check the result once more: the job may have ended between the two looks.
                 result = self._result(job_id) if not alive else None
                 if result is None:
@@ -232,12 +250,10 @@ class LocalExecutor(Executor):
                            reason=f"its started file was not read: {exc}")
         return JobInfo(job_id, JobState.RUNNING, node_list="localhost", started_at=started or None)
 
-    def _info_from_result(self, job_id: str, result: tuple[str, object]) -> JobInfo:
-        outcome, value = result
-        if outcome != "success" or not isinstance(value, dict):
-            return JobInfo(job_id, JobState.FAILED, FailureClass.LAUNCH_ERROR,
-                           reason=str(value).strip().splitlines()[-1] if value else "job raised")
-        code = int(value["exit_code"])
+    def _info_from_result(self, job_id: str, value: dict[str, Any]) -> JobInfo:
+        if "error" in value:
+            return JobInfo(job_id, JobState.FAILED, FailureClass.LAUNCH_ERROR, reason=value["error"] or "job raised")
+        code = value["exit_code"]
         info = JobInfo(job_id, JobState.COMPLETED if code == 0 else JobState.FAILED, exit_code=code,
                        node_list="localhost", started_at=value.get("started_at"),
                        finished_at=value.get("finished_at"))
@@ -258,16 +274,17 @@ class LocalExecutor(Executor):
 
     def cancel(self, job_ids: list[str]) -> None:
         for job_id in job_ids:
-            if job_id.isdigit() and _controller_alive(int(job_id), self.folder):
-                os.kill(int(job_id), signal.SIGTERM)  # the controller forwards it to the job
+            parts = split_job_id(job_id)
+            if parts is not None and _controller_alive(job_id, self.folder):
+                os.kill(parts[0], signal.SIGTERM)  # the controller forwards it to the job
 
     def wait_stopped(self, job_ids: list[str], timeout_s: float = 20.0) -> list[str]:
         """Wait for these jobs' controllers to exit (each stops its job's processes first);
         returns the ids still alive at the timeout."""
         deadline = time.monotonic() + timeout_s
-        alive = [j for j in job_ids if j.isdigit()]
+        alive = [j for j in job_ids if split_job_id(j) is not None]
         while True:
-            alive = [j for j in alive if _controller_alive(int(j), self.folder)]
+            alive = [j for j in alive if _controller_alive(j, self.folder)]
             if not alive or time.monotonic() >= deadline:
                 return alive
             time.sleep(0.1)

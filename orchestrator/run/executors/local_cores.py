@@ -33,9 +33,29 @@ DIR_ENV = "ORCH_LOCAL_CORES_DIR"  # where the ledger lives (tests point it at a 
 CAPACITY_ENV = "ORCH_LOCAL_CORES"  # the cores local runs may hold, overriding the site profile
 
 
+# The ledger's JSON is a few entries per queued run; far larger is not one orch wrote.
+STATE_LIMIT = 4 * 1024 * 1024
+
+
+class UnsafeLedger(OSError):
+    """A ledger folder orch will not use: not the user's own, writable by others, or a link."""
+
+
 def ledger_dir() -> Path:
-    """The machine-wide directory of the ledger (``$ORCH_LOCAL_CORES_DIR`` when set)."""
-    return Path(os.environ.get(DIR_ENV) or Path(tempfile.gettempdir()) / "orch-local-cores")
+    """The user's directory of the ledger (``$ORCH_LOCAL_CORES_DIR`` when set).
+
+    One per user: a folder every user could write (the machine-wide ``orch-local-cores`` of
+    before) let another user plant a symbolic link as ``lock`` (a root job then made a 0600 file
+    0666) or a ``state.json`` that failed or stalled every run. Runs of different users no longer
+    queue together; a machine shared by several users' benchmarks sets ``executor: {cores: N}``
+    apart for each, or points them at one folder they trust (``$ORCH_LOCAL_CORES_DIR``)."""
+    return Path(os.environ.get(DIR_ENV) or Path(tempfile.gettempdir()) / f"orch-local-cores-{os.getuid()}")
+
+
+def _warn(message: str) -> None:
+    import sys
+
+    print(f"orch: core ledger: {message}", file=sys.stderr)
 
 
 def usable_cores() -> list[int]:
@@ -86,6 +106,24 @@ def _alive(entry: dict[str, Any]) -> bool:
     return pgid is not None and bool(pgid) and _group_alive(int(pgid))
 
 
+def _valid_entry(entry: Any) -> bool:
+    """An entry as ``acquire`` writes it: whole numbers where numbers go (bool is no number)."""
+    if not isinstance(entry, dict):
+        return False
+    def whole(value: Any, optional: bool = False) -> bool:
+        return (optional and value is None) or (type(value) is int and 0 <= value < 2 ** 62)
+    slots = entry.get("slots", [])
+    return (whole(entry.get("pid")) and entry["pid"] > 0 and whole(entry.get("start"), True)
+            and whole(entry.get("ticket")) and whole(entry.get("pgid"), True)
+            and isinstance(slots, list) and all(whole(slot) for slot in slots))
+
+
+def _valid_state(state: Any) -> bool:
+    return (isinstance(state, dict) and type(state.get("next", 1)) is int
+            and all(isinstance(state.get(key, []), list) and all(_valid_entry(e) for e in state.get(key, []))
+                    for key in ("waiting", "holding")))
+
+
 @dataclass(frozen=True)
 class Grant:
     """What a run was given: core ids to pin to, how many it holds, threads per process."""
@@ -112,44 +150,58 @@ class CoreLedger:
 
     # --- the file, under the lock ----------------------------------------------------------
     def _open_lock(self) -> int:
-        if not self.dir.exists():
-            self.dir.mkdir(parents=True, exist_ok=True)
-            try:
-                os.chmod(self.dir, 0o1777)  # machine-wide: every user's runs queue together
-            except OSError:
-                pass
-        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o666)
         try:
-            os.fchmod(fd, 0o666)  # past the umask: other users' runs take the same lock
-        except OSError:
-            pass  # someone else's file: already shared
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except FileExistsError:
+            pass  # a link or a file in the way: refused below
+        dir_fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            info = os.fstat(dir_fd)
+            if info.st_uid != os.getuid() or info.st_mode & 0o022:
+                raise UnsafeLedger(errno.EPERM, f"{self.dir}: owned by uid {info.st_uid} with mode "
+                                   f"{info.st_mode & 0o7777:o}; a ledger folder must be yours and writable by "
+                                   "you alone (not used; remove it or set $ORCH_LOCAL_CORES_DIR)")
+            # Never through a link planted as the lock (O_NOFOLLOW), and never made writable by others.
+            fd = os.open("lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
         fcntl.flock(fd, fcntl.LOCK_EX)
         return fd
 
     def _read(self) -> tuple[str, dict[str, Any]]:
         """The file's text and its state as written (no entry checked): safe without the lock,
         since the file is only ever replaced whole."""
+        from orchestrator.safefile import open_regular, read_fd
+
         try:
-            text = (self.dir / "state.json").read_text()
-            state = json.loads(text)
-        except (OSError, ValueError):
+            fd = open_regular(self.dir / "state.json", follow=False)
+        except OSError:
             return "", {}
+        try:
+            raw = read_fd(fd, STATE_LIMIT)
+            text = raw.decode() if raw is not None else ""
+            state = json.loads(text)
+        except (OSError, ValueError, RecursionError):
+            return "", {}
+        finally:
+            os.close(fd)
         return text, state if isinstance(state, dict) else {}
 
     def _load(self) -> tuple[str, dict[str, Any]]:
         text, state = self._read()
-        if not isinstance(state, dict):
+        if text and not _valid_state(state):
+            # Whatever wrote it, a state that cannot be read must not fail or stall every run.
+            _warn(f"{self.dir / 'state.json'} is not a ledger orch wrote: started afresh")
             state = {}
         state.setdefault("next", 1)
-        state["waiting"] = [e for e in state.get("waiting", []) if isinstance(e, dict) and _alive(e)]
-        state["holding"] = [e for e in state.get("holding", []) if isinstance(e, dict) and _alive(e)]
+        state["waiting"] = [e for e in state.get("waiting", []) if _alive(e)]
+        state["holding"] = [e for e in state.get("holding", []) if _alive(e)]
         return text, state
 
     def _save(self, state: dict[str, Any]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=".state.", dir=self.dir)
         with os.fdopen(fd, "w") as handle:
             handle.write(json.dumps(state))
-        os.chmod(tmp, 0o666)
         os.replace(tmp, self.dir / "state.json")
 
     def _update(self, change: Callable[[dict[str, Any]], Any]) -> Any:

@@ -21,6 +21,11 @@ from typing import Any
 
 from orchestrator.run.executors.local_cores import CoreLedger, Grant
 
+# Where each job's end is written, as JSON, beside the executor's folder of started files.
+RESULTS_DIR = "results"
+# A result is a few hundred bytes.
+RESULT_LIMIT = 64 * 1024
+
 # What the script's processes read for their thread pools (torch reads OMP and MKL).
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -79,7 +84,23 @@ def run_batch_script(script: str, run_dir: str, marker: str | None = None, *, wa
     if marker or started_dir:
         import submitit
 
-        job_id = submitit.JobEnvironment().job_id
+        pid = submitit.JobEnvironment().job_id  # the controller's pid, the executor adds its start time
+        job_id = f"{pid}-{_proc_start(int(pid)) or 0}"
+    results_dir = Path(started_dir).parent / RESULTS_DIR if started_dir else None
+    try:
+        result = _run(script, run_dir, marker, job_id, walltime_s=walltime_s, processes=processes,
+                      capacity=capacity, exclusive=exclusive, started_dir=started_dir)
+    except BaseException as exc:
+        if results_dir is not None:
+            _write_result(results_dir, job_id, {"error": f"{type(exc).__name__}: {exc}"[:500]})
+        raise
+    if results_dir is not None:
+        _write_result(results_dir, job_id, result)
+    return result
+
+
+def _run(script: str, run_dir: str, marker: str | None, job_id: str, *, walltime_s: float | None,
+         processes: int, capacity: int | None, exclusive: bool, started_dir: str | None) -> dict[str, Any]:
     if marker:  # lets `orch status` find this job if the submitting process died
         Path(marker).parent.mkdir(parents=True, exist_ok=True)
         Path(marker).write_text(job_id)
@@ -150,3 +171,64 @@ def _ended(code: int, stopped_by: list[str], started: str | None, grant: Grant |
         "alone": grant.alone if grant else False,
         "waited_s": grant.waited_s if grant else None,
     }
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19]
+
+
+def _write_result(folder: Path, job_id: str, result: dict[str, Any]) -> None:
+    """``<folder>/<job id>.json``, whole or not at all (a temporary of its own, renamed)."""
+    import json
+    import tempfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{job_id}.", suffix=".tmp", dir=folder)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(result, handle)
+    os.replace(tmp, folder / f"{job_id}.json")
+
+
+# What each key of a result may hold (the job can write the file: nothing else is taken).
+_OPTIONAL_TEXT = (str, type(None))
+_RESULT_TYPES: dict[str, tuple[type, ...]] = {
+    "exit_code": (int,), "timed_out": (bool,), "cancelled": (bool,), "started_at": _OPTIONAL_TEXT,
+    "finished_at": _OPTIONAL_TEXT, "cores": (list, type(None)), "cores_held": (int, type(None)),
+    "threads": (int, type(None)), "alone": (bool,), "waited_s": (int, float, type(None)),
+}
+
+
+def read_result(folder: Path, job_id: str) -> dict[str, Any] | None:
+    """The job's result as ``_write_result`` wrote it, or None (none yet). A file that is not one
+    (a FIFO, too large, wrong types) is a result saying so, never a traceback or a pickle."""
+    import json
+
+    from orchestrator.safefile import read_regular
+
+    if "/" in job_id or job_id.startswith("."):
+        return None
+    try:
+        raw = read_regular(folder / f"{job_id}.json", RESULT_LIMIT)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return {"error": f"its result file was refused: {exc}"}
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {"error": "its result file is not valid JSON"}
+    if isinstance(data, dict) and set(data) == {"error"} and isinstance(data["error"], str):
+        return {"error": data["error"][:500]}
+    if not isinstance(data, dict) or set(data) != set(_RESULT_TYPES):
+        return {"error": "its result file is not one orch wrote"}
+    for key, kinds in _RESULT_TYPES.items():
+        value = data[key]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            return {"error": f"its result file is not one orch wrote ({key})"}
+    if data["cores"] is not None and not all(type(c) is int for c in data["cores"]):
+        return {"error": "its result file is not one orch wrote (cores)"}
+    return data

@@ -207,7 +207,10 @@ def recorded_strategy(launcher_name: str | None, workload: str, devices: int, st
     (see :meth:`VendorRunner.applied_strategy`), else the one the run asked."""
     runner = runner_for(launcher_name) if launcher_name else None
     if runner is None:
-        return strategy
+        # A sweep without `strategy:` runs the program's default (gpt2: ddp): recorded as such, so
+        # the run compares with those that name it (issue 53).
+        known = registry.WORKLOADS.get(workload)
+        return strategy if strategy is not None or known is None else known.axis_defaults.get("strategy")
     return runner.applied_strategy(workload, devices)
 
 
