@@ -20,6 +20,7 @@ from orchestrator.plan.expand import RunSpec
 from orchestrator.plan.record import PlannedRun, StagedFiles, _run_row, _spec_fields
 from orchestrator.plan.render import ScriptRenderer
 from orchestrator.plan.resolve import MemoryCache, SiteResolver
+from orchestrator.plan.runfiles import RunFiles
 from orchestrator.sites.profiles import load_site
 
 
@@ -53,7 +54,7 @@ def render_again(runs: list[tuple[RunSpec, str]], sites_dirs: list[Path] | None 
             site = load_site(target, sites_dirs)
             resolvers[target] = SiteResolver(site, env, site.python or sys.executable, memory)
         resolved = resolvers[target].resolve(spec)
-        script = None if resolved.skipped else renderer.render(resolved, run_dir)
+        script = None if resolved.skipped else renderer.render(resolved, RunFiles(Path(run_dir)))
         out.append(PlannedRun(resolved, run_dir, script, new=False))
     return out
 
