@@ -325,9 +325,14 @@ def _rehearse(section: dict[str, Any], label: str, python: str, changes: list[st
         if isinstance(python_env, dict) and python_env.get("kind", "none") != "none":
             changes.append(f"{label}: python_env {python_env.get('kind')} dropped (this machine's python runs)")
         section["python_env"] = {"kind": "none"}
-    # env_prepend is kept (issue 53): it is what provides the env's libraries (Polaris' NCCL plugin
-    # for its NCCL_NET), and dropping one without the other made every plan on the copy warn; the
-    # site's paths, absent here, change nothing on this machine.
+    if section.get("env_prepend"):
+        changes.append(f"{label}: env_prepend dropped ({', '.join(section['env_prepend'])}: the site's paths)")
+        section["env_prepend"] = {}
+        # A network plugin NCCL_NET names came from those paths (Polaris' AWS OFI plugin): kept
+        # without them, every plan on the copy warned of the missing plugin (issue 53, message 12).
+        env = section.get("env")
+        if isinstance(env, dict) and env.get("NCCL_NET") is not None:
+            changes.append(f"{label}: env NCCL_NET={env.pop('NCCL_NET')} dropped (its plugin was on the site's paths)")
     launcher = section.get("launcher")
     if top and launcher is None:
         launcher = section["launcher"] = {"name": "python"}

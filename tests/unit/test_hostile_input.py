@@ -66,7 +66,8 @@ def test_deep_nesting_is_a_clear_error_not_a_recursion_error() -> None:
 def test_a_list_where_a_name_was_expected_is_a_clear_error() -> None:
     text = BASE.format(workload="gemm", grid="m: 64") + "variants:\n  tiny: {experiments: {e: {walltime: 5}}}\n"
     message = sweep_error(text=text.replace("  - name: e", "  - name: [e]"), variant="tiny")
-    assert "variants.tiny.experiments.e: no experiment of that name" in message
+    # The experiment's own name is refused first, at its line (issue 53: before the variant is applied).
+    assert "sweep.yaml:3: experiments[0].name: expected an experiment name (text), got ['e']" in message
     # Keys are checked on the composed tree, before PyYAML's constructor fails on an unhashable key.
     assert "sweep.yaml:2: expected a plain key (a name), got a list or mapping as a key" in \
         sweep_error(text="name: x\n? [a]\n: 1\n")
