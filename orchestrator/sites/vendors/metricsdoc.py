@@ -1,8 +1,8 @@
 """The adapters' shared part: orch's definitions applied to what a vendor tool printed.
 
-Standard library only (adapters run in the vendor's environment). The document written is
-``orch.metrics/1`` exactly as :mod:`workloads.harness.metrics` writes it (same keys, same
-atomic write); the tests validate every adapter's file with
+Standard library only (adapters run in the vendor's environment), with the workloads' own
+metrics writer (:mod:`workloads.harness.metrics`, no torch): the document is ``orch.metrics/1``
+with the same time stamps, number cleaning and atomic write; the tests validate every adapter's file with
 :class:`orchestrator.results.metrics_schema.MetricsFile`.
 
 Definitions (the same as every orch workload, ``workloads/harness/timing.py``):
@@ -28,12 +28,11 @@ import math
 import os
 import statistics
 import sys
-import tempfile
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Sequence
 
-SCHEMA = "orch.metrics/1"
+from workloads.harness.metrics import SCHEMA, clean_metrics, utc_now
+from workloads.harness.metrics import write_atomic as write_atomic  # the adapters write with it
+
 EXIT_NO_FIGURES = 3  # the log holds none of the lines the adapter reads
 
 
@@ -101,20 +100,6 @@ def parse_params(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def clean(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
-
-
 def document(*, args: argparse.Namespace, device_type: str, metrics: dict[str, Any], warmup_steps: int,
              step_times: Sequence[float], vendor: dict[str, Any], params: dict[str, Any] | None = None
              ) -> dict[str, Any]:
@@ -126,7 +111,7 @@ def document(*, args: argparse.Namespace, device_type: str, metrics: dict[str, A
         "precision": args.precision,
         "world_size": max(1, int(args.devices)),
         "device": {"type": device_type, "model": args.device_model or device_type, "count": max(1, int(args.devices))},
-        "metrics": {str(k): clean(v) for k, v in metrics.items()},
+        "metrics": clean_metrics(metrics),
         "timing": {"warmup_steps": int(warmup_steps), "timed_steps": max(1, len(step_times)),
                    "step_times_s": [float(t) for t in step_times]},
         "env": {"hostname": os.uname().nodename, "python": sys.version.split()[0]},
@@ -134,21 +119,6 @@ def document(*, args: argparse.Namespace, device_type: str, metrics: dict[str, A
         "finished_at": utc_now(),
         "vendor": vendor,
     }
-
-
-def write_atomic(path: str | os.PathLike[str], doc: dict[str, Any]) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(doc, handle, indent=2, allow_nan=False)
-            handle.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
 
 
 def run(main_body: Any, argv: Sequence[str] | None = None) -> int:
