@@ -478,118 +478,44 @@ def _size(table: dict[str, Any], default: str) -> Param:
     return Param("size", str, default, "model size (workloads/models/sizes.py): " + ", ".join(table), tuple(table))
 
 
+def _model(name: str, summary: str, params: tuple[Param, ...], axis_defaults: dict[str, int], epilog: str) -> None:
+    """A study C model: its program is workloads/<name>.py (on workloads/modelbench.py), every rank a
+    data-parallel replica, the sweep axes those given defaults, the epilog after _MODEL_EPILOG."""
+    register(Workload(name=name, module=f"workloads.{name}", summary=summary, params=COMMON_PARAMS + params,
+                      axes=frozenset(axis_defaults), axis_defaults=axis_defaults, distributed=True,
+                      precisions=TRAINING_PRECISIONS, epilog=_MODEL_EPILOG + epilog))
 
 
-
-register(
-    Workload(
-        name="unet",
-        module="workloads.unet",
-        summary="U-Net segmentation (256x256, base 64, depth 4), training or inference; samples/s, TFLOP/s.",
-        params=COMMON_PARAMS + (_size(_sizes.UNET_SIZES, "full"), _MODE, _IMAGE_SIZE, _CHANNELS_LAST),
-        axes=frozenset({"batch_size"}),
-        axis_defaults={"batch_size": 8},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs: every 3x3/1x1 convolution and 2x2 transposed convolution, 2 per multiply-add\n"
-            "(96.3 GFLOP per 256x256 image forward at size full).\n"
-            "example: python -m workloads.unet --batch-size 16 --precision bf16"
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="resnet50",
-        module="workloads.resnet50",
-        summary="ResNet-50 image classification (224x224), training or inference; samples/s, latency, TFLOP/s.",
-        params=COMMON_PARAMS + (_size(_sizes.RESNET_SIZES, "full"), _MODE, _IMAGE_SIZE, _CHANNELS_LAST),
-        axes=frozenset({"batch_size"}),
-        axis_defaults={"batch_size": 64},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs: 8.18 GFLOP per 224x224 image forward (4.09 G multiply-adds), training 3x.\n"
-            "example: python -m workloads.resnet50 --mode inference --batch-size 1 --precision fp16"
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="bert",
-        module="workloads.bert",
-        summary="BERT pre-training (masked LM + next sentence), BERT-Large by default; sequences/s, tokens/s.",
-        params=COMMON_PARAMS + (
-            _size(_sizes.BERT_SIZES, "large"),
-            Param("grad_accum", int, 1, "micro-batches per optimiser step (global batch = batch x this x ranks)"),
-            Param("max_predictions", int, 20, "masked positions per sequence (BERT's recipe: 20 at sequence 128)"),
-        ),
-        axes=frozenset({"batch_size", "seq_len"}),
-        axis_defaults={"batch_size": 32, "seq_len": 128},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs per sequence forward: L*s*(2*(12h^2+13h) + 4*h*s) + P*2*(h^2 + h*V) + 2*(h^2 + 2h),\n"
-            "P masked positions (MLM head on those only); training 3x. The study's global batch 256:\n"
-            "  torchrun --nproc-per-node 8 -m workloads.bert --batch-size 32 --grad-accum 1 --precision fp16"
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="distilbert",
-        module="workloads.distilbert",
-        summary="DistilBERT sequence-classification inference latency (batch 1, sequence 128 by default).",
-        params=COMMON_PARAMS + (_size(_sizes.DISTILBERT_SIZES, "full"),),
-        axes=frozenset({"batch_size", "seq_len"}),
-        axis_defaults={"batch_size": 1, "seq_len": 128},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs per sequence: L*s*(2*(12h^2+13h) + 4*h*s) + 2*(h^2 + h*labels).\n"
-            "example: python -m workloads.distilbert --batch-size 1 --seq-len 128 --precision fp16 --iters 200"
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="braggnn",
-        module="workloads.braggnn",
-        summary="BraggNN: Bragg-peak centres from 11x11 patches (X-ray diffraction), training or inference.",
-        params=COMMON_PARAMS + (_size(_sizes.BRAGGNN_SIZES, "full"), _MODE),
-        axes=frozenset({"batch_size"}),
-        axis_defaults={"batch_size": 512},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs: 4.21 MFLOP per patch forward (convolutions, the non-local block's products, dense).\n"
-            "The study's batches: 512, 1024, 2048."
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="candle_uno",
-        module="workloads.candle_uno",
-        summary="CANDLE Uno drug-response MLP (cell + drug feature sub-networks), training or inference.",
-        params=COMMON_PARAMS + (
-            _size(_sizes.UNO_SIZES, "full"), _MODE,
-            Param("drugs", int, 1, "drugs per sample: 1 (single-drug response) or 2 (drug pairs)", (1, 2)),
-        ),
-        axes=frozenset({"batch_size"}),
-        axis_defaults={"batch_size": 32},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs: 2 per multiply-add of every linear layer (38.5 MFLOP per sample forward at size full)."
-        ),
-    )
-)
+_model("unet", "U-Net segmentation (256x256, base 64, depth 4), training or inference; samples/s, TFLOP/s.",
+       (_size(_sizes.UNET_SIZES, "full"), _MODE, _IMAGE_SIZE, _CHANNELS_LAST), {"batch_size": 8},
+       "FLOPs: every 3x3/1x1 convolution and 2x2 transposed convolution, 2 per multiply-add\n"
+       "(96.3 GFLOP per 256x256 image forward at size full).\n"
+       "example: python -m workloads.unet --batch-size 16 --precision bf16")
+_model("resnet50", "ResNet-50 image classification (224x224), training or inference; samples/s, latency, TFLOP/s.",
+       (_size(_sizes.RESNET_SIZES, "full"), _MODE, _IMAGE_SIZE, _CHANNELS_LAST), {"batch_size": 64},
+       "FLOPs: 8.18 GFLOP per 224x224 image forward (4.09 G multiply-adds), training 3x.\n"
+       "example: python -m workloads.resnet50 --mode inference --batch-size 1 --precision fp16")
+_model("bert", "BERT pre-training (masked LM + next sentence), BERT-Large by default; sequences/s, tokens/s.",
+       (_size(_sizes.BERT_SIZES, "large"),
+        Param("grad_accum", int, 1, "micro-batches per optimiser step (global batch = batch x this x ranks)"),
+        Param("max_predictions", int, 20, "masked positions per sequence (BERT's recipe: 20 at sequence 128)")),
+       {"batch_size": 32, "seq_len": 128},
+       "FLOPs per sequence forward: L*s*(2*(12h^2+13h) + 4*h*s) + P*2*(h^2 + h*V) + 2*(h^2 + 2h),\n"
+       "P masked positions (MLM head on those only); training 3x. The study's global batch 256:\n"
+       "  torchrun --nproc-per-node 8 -m workloads.bert --batch-size 32 --grad-accum 1 --precision fp16")
+_model("distilbert", "DistilBERT sequence-classification inference latency (batch 1, sequence 128 by default).",
+       (_size(_sizes.DISTILBERT_SIZES, "full"),), {"batch_size": 1, "seq_len": 128},
+       "FLOPs per sequence: L*s*(2*(12h^2+13h) + 4*h*s) + 2*(h^2 + h*labels).\n"
+       "example: python -m workloads.distilbert --batch-size 1 --seq-len 128 --precision fp16 --iters 200")
+_model("braggnn", "BraggNN: Bragg-peak centres from 11x11 patches (X-ray diffraction), training or inference.",
+       (_size(_sizes.BRAGGNN_SIZES, "full"), _MODE), {"batch_size": 512},
+       "FLOPs: 4.21 MFLOP per patch forward (convolutions, the non-local block's products, dense).\n"
+       "The study's batches: 512, 1024, 2048.")
+_model("candle_uno", "CANDLE Uno drug-response MLP (cell + drug feature sub-networks), training or inference.",
+       (_size(_sizes.UNO_SIZES, "full"), _MODE,
+        Param("drugs", int, 1, "drugs per sample: 1 (single-drug response) or 2 (drug pairs)", (1, 2))),
+       {"batch_size": 32},
+       "FLOPs: 2 per multiply-add of every linear layer (38.5 MFLOP per sample forward at size full).")
 
 from workloads.models import llama_configs as _llama  # noqa: E402  (pure Python)
 
