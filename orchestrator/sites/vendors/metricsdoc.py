@@ -28,10 +28,9 @@ import math
 import os
 import statistics
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from workloads.harness.metrics import SCHEMA, clean_metrics, utc_now
-from workloads.harness.metrics import write_atomic as write_atomic  # the adapters write with it
+from workloads.harness.metrics import SCHEMA, clean_metrics, utc_now, write_atomic
 
 EXIT_NO_FIGURES = 3  # the log holds none of the lines the adapter reads
 
@@ -121,14 +120,16 @@ def document(*, args: argparse.Namespace, device_type: str, metrics: dict[str, A
     }
 
 
-def run(main_body: Any, argv: Sequence[str] | None = None) -> int:
-    """Run an adapter's body; a log without the figures is one line on stderr and exit code 3."""
+def convert(argv: Sequence[str] | None, parser: argparse.ArgumentParser,
+            to_document: Callable[[argparse.Namespace, str], dict[str, Any]]) -> int:
+    """An adapter's run: the tool's output (``--from``) to orch's metrics file (``--output``). A log
+    without the figures, or a file that cannot be read or written, is one line on stderr and exit code 3."""
     try:
-        main_body(argv)
-    except AdapterError as exc:
-        print(f"orch adapter: {exc}", file=sys.stderr)
-        return EXIT_NO_FIGURES
-    except OSError as exc:
+        args = parser.parse_args(argv)
+        with open(args.source, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+        write_atomic(args.output, to_document(args, text))
+    except (AdapterError, OSError) as exc:
         print(f"orch adapter: {exc}", file=sys.stderr)
         return EXIT_NO_FIGURES
     return 0
