@@ -47,12 +47,11 @@ class Workload:
     module: str
     summary: str
     params: tuple[Param, ...] = ()
-    # First-class sweep axes the program accepts besides devices and precision.
-    axes: frozenset[str] = frozenset()
     distributed: bool = False
     strategies: tuple[str, ...] = ("none",)
     precisions: tuple[str, ...] = PRECISIONS
-    # Default value of each axis in ``axes`` when run by hand (the sweep always passes them).
+    # The first-class sweep axes the program accepts besides devices and precision (``axes``), each
+    # with its default when run by hand (the sweep always passes them).
     axis_defaults: dict[str, Any] = field(default_factory=dict, compare=False)
     # Extra text for ``--help`` (formulas, presets, examples).
     epilog: str = field(default="", compare=False)
@@ -68,13 +67,14 @@ class Workload:
     # this parameter (unless the sweep sets it). None: one process per device, as usual.
     devices_param: str | None = None
 
+    @property
+    def axes(self) -> frozenset[str]:
+        return frozenset(self.axis_defaults)
+
     def __post_init__(self) -> None:
         unknown = set(self.axes) - set(AXES)
         if unknown:
             raise ValueError(f"workload {self.name}: unknown axes {sorted(unknown)} (known: {AXES})")
-        missing = set(self.axes) - set(self.axis_defaults)
-        if missing:
-            raise ValueError(f"workload {self.name}: axes {sorted(missing)} have no default")
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params + self.axis_params() if p.name == name), None)
@@ -169,111 +169,53 @@ def _dim(name: str, help_text: str, sentinel: int = 0) -> Param:
     return Param(name, int, sentinel, f"{help_text} ({sentinel}: the preset's)")
 
 
-register(
-    Workload(
-        name="conv2d",
-        module="workloads.conv2d",
-        summary="2-D convolution, DeepBench shapes; TFLOP/s from 2*Wo*Ho*k*c*fw*fh*b (forward).",
-        params=COMMON_PARAMS + (
-            _SHAPE,
-            _dim("width", "input width w"),
-            _dim("height", "input height h"),
-            _dim("channels", "input channels c"),
-            _dim("filters", "filters k (output channels)"),
-            _dim("filter_w", "filter width fw"),
-            _dim("filter_h", "filter height fh"),
-            _dim("pad_w", "padding pw", -1),
-            _dim("pad_h", "padding ph", -1),
-            Param("stride_w", int, 1, "stride sw"),
-            Param("stride_h", int, 1, "stride sh"),
-            _BACKWARD,
-            Param("memory_format", str, "nchw", "tensor layout", ("nchw", "nhwc")),
-        ),
-        axes=frozenset({"batch_size"}),
-        axis_defaults={"batch_size": 0},
-        precisions=_PRIMITIVE_PRECISIONS,
-        epilog=(
-            "--batch-size 0 (default) takes the preset's batch b. Presets (w,h,c,b,k,fw,fh,pw,ph):\n"
-            "  deepbench-0 7,7,32,131072,32,3,3,0,0     deepbench-1 14,14,128,4096,256,3,3,1,1\n"
-            "  deepbench-2 54,54,16,256,1024,3,3,1,1    deepbench-3 128,128,32,1024,128,5,5,0,0\n"
-            "FLOPs: forward 2*Wo*Ho*k*c*fw*fh*b, Wo=(w+2pw-fw)/sw+1; backward counted as 2 x forward.\n"
-            "tflops_study_c: the same timings with study C's count, Wo=(w+2pw-fw)/sw (no +1).\n"
-            "example: python -m workloads.conv2d --shape deepbench-1 --batch-size 64 --backward true"
-        ),
-    )
-)
+def _primitive(name: str, summary: str, params: tuple[Param, ...], axis_defaults: dict[str, int],
+               epilog: str) -> None:
+    """A kernel of study C (workloads/<name>.py): one process, the primitives' precisions."""
+    register(Workload(name=name, module=f"workloads.{name}", summary=summary, params=COMMON_PARAMS + params,
+                      axis_defaults=axis_defaults, precisions=_PRIMITIVE_PRECISIONS, epilog=epilog))
 
-register(
-    Workload(
-        name="relu",
-        module="workloads.relu",
-        summary="ReLU over a (b,c,h,w) tensor, DeepBench shapes; FLOPs w*h*c*b, and memory bandwidth.",
-        params=COMMON_PARAMS + (
-            _SHAPE,
-            _dim("width", "width w"),
-            _dim("height", "height h"),
-            _dim("channels", "channels c"),
-            _BACKWARD,
-        ),
-        axes=frozenset({"batch_size"}),
-        axis_defaults={"batch_size": 0},
-        precisions=_PRIMITIVE_PRECISIONS,
-        epilog=(
-            "--batch-size 0 (default) takes the preset's batch b. Presets (w,h,c,b):\n"
-            "  deepbench-0 7,7,32,262144  deepbench-1 14,14,128,16384  deepbench-2 54,54,1024,128\n"
-            "  deepbench-3 128,128,128,128\n"
-            "FLOPs w*h*c*b forward, the same for backward; bandwidth_gbs = 2 x bytes of the tensor / time."
-        ),
-    )
-)
 
-register(
-    Workload(
-        name="lstm",
-        module="workloads.lstm",
-        summary="LSTM layer(s) over a sequence, DeepBench shapes; FLOPs as the accelerator study counts them.",
-        params=COMMON_PARAMS + (
-            _SHAPE,
-            _dim("input_size", "input features i"),
-            _dim("hidden_size", "hidden units h"),
-            Param("layers", int, 1, "stacked LSTM layers"),
-            _BACKWARD,
-        ),
-        axes=frozenset({"batch_size", "seq_len"}),
-        axis_defaults={"batch_size": 0, "seq_len": 0},
-        precisions=_PRIMITIVE_PRECISIONS,
-        epilog=(
-            "--seq-len is the number of steps s and --batch-size the batch b; 0 takes the preset's.\n"
-            "Presets (s,b,i,h): deepbench-0 50,64,256,256  deepbench-1 25,32,512,512\n"
-            "  deepbench-2 25,16,512,512  deepbench-3 50,32,512,512\n"
-            "tflops uses the study's 2*4*s*i*h*b + 2*4*s*h*b per layer; tflops_full counts\n"
-            "2*4*s*b*h*(i+h) (the recurrent product in full). Backward counted as 2 x forward."
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="transformer_block",
-        module="workloads.transformer_block",
-        summary="One GPT layer (GPT-2 XL: hidden 1600, 25 heads); forward and backward timed separately.",
-        params=COMMON_PARAMS + (
-            Param("hidden", int, 1600, "hidden size h"),
-            Param("heads", int, 25, "attention heads"),
+_primitive("conv2d", "2-D convolution, DeepBench shapes; TFLOP/s from 2*Wo*Ho*k*c*fw*fh*b (forward).",
+           (_SHAPE, _dim("width", "input width w"), _dim("height", "input height h"),
+            _dim("channels", "input channels c"), _dim("filters", "filters k (output channels)"),
+            _dim("filter_w", "filter width fw"), _dim("filter_h", "filter height fh"),
+            _dim("pad_w", "padding pw", -1), _dim("pad_h", "padding ph", -1),
+            Param("stride_w", int, 1, "stride sw"), Param("stride_h", int, 1, "stride sh"), _BACKWARD,
+            Param("memory_format", str, "nchw", "tensor layout", ("nchw", "nhwc"))),
+           {"batch_size": 0},
+           "--batch-size 0 (default) takes the preset's batch b. Presets (w,h,c,b,k,fw,fh,pw,ph):\n"
+           "  deepbench-0 7,7,32,131072,32,3,3,0,0     deepbench-1 14,14,128,4096,256,3,3,1,1\n"
+           "  deepbench-2 54,54,16,256,1024,3,3,1,1    deepbench-3 128,128,32,1024,128,5,5,0,0\n"
+           "FLOPs: forward 2*Wo*Ho*k*c*fw*fh*b, Wo=(w+2pw-fw)/sw+1; backward counted as 2 x forward.\n"
+           "tflops_study_c: the same timings with study C's count, Wo=(w+2pw-fw)/sw (no +1).\n"
+           "example: python -m workloads.conv2d --shape deepbench-1 --batch-size 64 --backward true")
+_primitive("relu", "ReLU over a (b,c,h,w) tensor, DeepBench shapes; FLOPs w*h*c*b, and memory bandwidth.",
+           (_SHAPE, _dim("width", "width w"), _dim("height", "height h"), _dim("channels", "channels c"), _BACKWARD),
+           {"batch_size": 0},
+           "--batch-size 0 (default) takes the preset's batch b. Presets (w,h,c,b):\n"
+           "  deepbench-0 7,7,32,262144  deepbench-1 14,14,128,16384  deepbench-2 54,54,1024,128\n"
+           "  deepbench-3 128,128,128,128\n"
+           "FLOPs w*h*c*b forward, the same for backward; bandwidth_gbs = 2 x bytes of the tensor / time.")
+_primitive("lstm", "LSTM layer(s) over a sequence, DeepBench shapes; FLOPs as the accelerator study counts them.",
+           (_SHAPE, _dim("input_size", "input features i"), _dim("hidden_size", "hidden units h"),
+            Param("layers", int, 1, "stacked LSTM layers"), _BACKWARD),
+           {"batch_size": 0, "seq_len": 0},
+           "--seq-len is the number of steps s and --batch-size the batch b; 0 takes the preset's.\n"
+           "Presets (s,b,i,h): deepbench-0 50,64,256,256  deepbench-1 25,32,512,512\n"
+           "  deepbench-2 25,16,512,512  deepbench-3 50,32,512,512\n"
+           "tflops uses the study's 2*4*s*i*h*b + 2*4*s*h*b per layer; tflops_full counts\n"
+           "2*4*s*b*h*(i+h) (the recurrent product in full). Backward counted as 2 x forward.")
+_primitive("transformer_block",
+           "One GPT layer (GPT-2 XL: hidden 1600, 25 heads); forward and backward timed separately.",
+           (Param("hidden", int, 1600, "hidden size h"), Param("heads", int, 25, "attention heads"),
             Param("causal", bool, True, "causal attention mask"),
-            Param("backward", bool, True, "also time the backward pass"),
-        ),
-        axes=frozenset({"batch_size", "seq_len"}),
-        axis_defaults={"batch_size": 8, "seq_len": 1024},
-        precisions=_PRIMITIVE_PRECISIONS,
-        epilog=(
-            "FLOPs: forward b*s*(2*N_layer + 4*h*s), N_layer = 12h^2 + 13h (one layer's share of\n"
-            "6N + 12*L*h*s, attention not halved for causality); backward 2 x forward.\n"
-            "fp16/bf16 run under autocast (fp32 weights), as in mixed-precision training.\n"
-            "example: python -m workloads.transformer_block --batch-size 16 --precision bf16"
-        ),
-    )
-)
+            Param("backward", bool, True, "also time the backward pass")),
+           {"batch_size": 8, "seq_len": 1024},
+           "FLOPs: forward b*s*(2*N_layer + 4*h*s), N_layer = 12h^2 + 13h (one layer's share of\n"
+           "6N + 12*L*h*s, attention not halved for causality); backward 2 x forward.\n"
+           "fp16/bf16 run under autocast (fp32 weights), as in mixed-precision training.\n"
+           "example: python -m workloads.transformer_block --batch-size 16 --precision bf16")
 
 _LM_STRATEGIES = ("ddp", "fsdp-full", "fsdp-grad-op", "zero1", "zero2", "zero3")
 
@@ -384,7 +326,6 @@ register(
                   "autocast compute) | pure (LLM Foundry's PURE: parameters gathered and computed in the half "
                   "precision, gradients reduced in fp32)", ("autocast", "pure")),
         ),
-        axes=frozenset({"batch_size", "seq_len", "strategy"}),
         axis_defaults={"batch_size": 8, "seq_len": 1024, "strategy": "ddp"},
         distributed=True,
         strategies=_LM_STRATEGIES,
@@ -420,7 +361,6 @@ register(
         params=COMMON_PARAMS + _lm_params("gpt2-xl") + (
             Param("num_sequences", int, 64, "genomes per epoch (generated deterministically from --seed)"),
         ),
-        axes=frozenset({"batch_size", "seq_len", "strategy"}),
         axis_defaults={"batch_size": 1, "seq_len": 1024, "strategy": "ddp"},
         distributed=True,
         strategies=_LM_STRATEGIES,
@@ -498,118 +438,44 @@ def _size(table: dict[str, Any], default: str) -> Param:
     return Param("size", str, default, "model size (workloads/models/sizes.py): " + ", ".join(table), tuple(table))
 
 
+def _model(name: str, summary: str, params: tuple[Param, ...], axis_defaults: dict[str, int], epilog: str) -> None:
+    """A study C model: its program is workloads/<name>.py (on workloads/modelbench.py), every rank a
+    data-parallel replica, the sweep axes those given defaults, the epilog after _MODEL_EPILOG."""
+    register(Workload(name=name, module=f"workloads.{name}", summary=summary, params=COMMON_PARAMS + params,
+                      axis_defaults=axis_defaults, distributed=True,
+                      precisions=TRAINING_PRECISIONS, epilog=_MODEL_EPILOG + epilog))
 
 
-
-register(
-    Workload(
-        name="unet",
-        module="workloads.unet",
-        summary="U-Net segmentation (256x256, base 64, depth 4), training or inference; samples/s, TFLOP/s.",
-        params=COMMON_PARAMS + (_size(_sizes.UNET_SIZES, "full"), _MODE, _IMAGE_SIZE, _CHANNELS_LAST),
-        axes=frozenset({"batch_size"}),
-        axis_defaults={"batch_size": 8},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs: every 3x3/1x1 convolution and 2x2 transposed convolution, 2 per multiply-add\n"
-            "(96.3 GFLOP per 256x256 image forward at size full).\n"
-            "example: python -m workloads.unet --batch-size 16 --precision bf16"
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="resnet50",
-        module="workloads.resnet50",
-        summary="ResNet-50 image classification (224x224), training or inference; samples/s, latency, TFLOP/s.",
-        params=COMMON_PARAMS + (_size(_sizes.RESNET_SIZES, "full"), _MODE, _IMAGE_SIZE, _CHANNELS_LAST),
-        axes=frozenset({"batch_size"}),
-        axis_defaults={"batch_size": 64},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs: 8.18 GFLOP per 224x224 image forward (4.09 G multiply-adds), training 3x.\n"
-            "example: python -m workloads.resnet50 --mode inference --batch-size 1 --precision fp16"
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="bert",
-        module="workloads.bert",
-        summary="BERT pre-training (masked LM + next sentence), BERT-Large by default; sequences/s, tokens/s.",
-        params=COMMON_PARAMS + (
-            _size(_sizes.BERT_SIZES, "large"),
-            Param("grad_accum", int, 1, "micro-batches per optimiser step (global batch = batch x this x ranks)"),
-            Param("max_predictions", int, 20, "masked positions per sequence (BERT's recipe: 20 at sequence 128)"),
-        ),
-        axes=frozenset({"batch_size", "seq_len"}),
-        axis_defaults={"batch_size": 32, "seq_len": 128},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs per sequence forward: L*s*(2*(12h^2+13h) + 4*h*s) + P*2*(h^2 + h*V) + 2*(h^2 + 2h),\n"
-            "P masked positions (MLM head on those only); training 3x. The study's global batch 256:\n"
-            "  torchrun --nproc-per-node 8 -m workloads.bert --batch-size 32 --grad-accum 1 --precision fp16"
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="distilbert",
-        module="workloads.distilbert",
-        summary="DistilBERT sequence-classification inference latency (batch 1, sequence 128 by default).",
-        params=COMMON_PARAMS + (_size(_sizes.DISTILBERT_SIZES, "full"),),
-        axes=frozenset({"batch_size", "seq_len"}),
-        axis_defaults={"batch_size": 1, "seq_len": 128},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs per sequence: L*s*(2*(12h^2+13h) + 4*h*s) + 2*(h^2 + h*labels).\n"
-            "example: python -m workloads.distilbert --batch-size 1 --seq-len 128 --precision fp16 --iters 200"
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="braggnn",
-        module="workloads.braggnn",
-        summary="BraggNN: Bragg-peak centres from 11x11 patches (X-ray diffraction), training or inference.",
-        params=COMMON_PARAMS + (_size(_sizes.BRAGGNN_SIZES, "full"), _MODE),
-        axes=frozenset({"batch_size"}),
-        axis_defaults={"batch_size": 512},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs: 4.21 MFLOP per patch forward (convolutions, the non-local block's products, dense).\n"
-            "The study's batches: 512, 1024, 2048."
-        ),
-    )
-)
-
-register(
-    Workload(
-        name="candle_uno",
-        module="workloads.candle_uno",
-        summary="CANDLE Uno drug-response MLP (cell + drug feature sub-networks), training or inference.",
-        params=COMMON_PARAMS + (
-            _size(_sizes.UNO_SIZES, "full"), _MODE,
-            Param("drugs", int, 1, "drugs per sample: 1 (single-drug response) or 2 (drug pairs)", (1, 2)),
-        ),
-        axes=frozenset({"batch_size"}),
-        axis_defaults={"batch_size": 32},
-        distributed=True,
-        precisions=TRAINING_PRECISIONS,
-        epilog=_MODEL_EPILOG + (
-            "FLOPs: 2 per multiply-add of every linear layer (38.5 MFLOP per sample forward at size full)."
-        ),
-    )
-)
+_model("unet", "U-Net segmentation (256x256, base 64, depth 4), training or inference; samples/s, TFLOP/s.",
+       (_size(_sizes.UNET_SIZES, "full"), _MODE, _IMAGE_SIZE, _CHANNELS_LAST), {"batch_size": 8},
+       "FLOPs: every 3x3/1x1 convolution and 2x2 transposed convolution, 2 per multiply-add\n"
+       "(96.3 GFLOP per 256x256 image forward at size full).\n"
+       "example: python -m workloads.unet --batch-size 16 --precision bf16")
+_model("resnet50", "ResNet-50 image classification (224x224), training or inference; samples/s, latency, TFLOP/s.",
+       (_size(_sizes.RESNET_SIZES, "full"), _MODE, _IMAGE_SIZE, _CHANNELS_LAST), {"batch_size": 64},
+       "FLOPs: 8.18 GFLOP per 224x224 image forward (4.09 G multiply-adds), training 3x.\n"
+       "example: python -m workloads.resnet50 --mode inference --batch-size 1 --precision fp16")
+_model("bert", "BERT pre-training (masked LM + next sentence), BERT-Large by default; sequences/s, tokens/s.",
+       (_size(_sizes.BERT_SIZES, "large"),
+        Param("grad_accum", int, 1, "micro-batches per optimiser step (global batch = batch x this x ranks)"),
+        Param("max_predictions", int, 20, "masked positions per sequence (BERT's recipe: 20 at sequence 128)")),
+       {"batch_size": 32, "seq_len": 128},
+       "FLOPs per sequence forward: L*s*(2*(12h^2+13h) + 4*h*s) + P*2*(h^2 + h*V) + 2*(h^2 + 2h),\n"
+       "P masked positions (MLM head on those only); training 3x. The study's global batch 256:\n"
+       "  torchrun --nproc-per-node 8 -m workloads.bert --batch-size 32 --grad-accum 1 --precision fp16")
+_model("distilbert", "DistilBERT sequence-classification inference latency (batch 1, sequence 128 by default).",
+       (_size(_sizes.DISTILBERT_SIZES, "full"),), {"batch_size": 1, "seq_len": 128},
+       "FLOPs per sequence: L*s*(2*(12h^2+13h) + 4*h*s) + 2*(h^2 + h*labels).\n"
+       "example: python -m workloads.distilbert --batch-size 1 --seq-len 128 --precision fp16 --iters 200")
+_model("braggnn", "BraggNN: Bragg-peak centres from 11x11 patches (X-ray diffraction), training or inference.",
+       (_size(_sizes.BRAGGNN_SIZES, "full"), _MODE), {"batch_size": 512},
+       "FLOPs: 4.21 MFLOP per patch forward (convolutions, the non-local block's products, dense).\n"
+       "The study's batches: 512, 1024, 2048.")
+_model("candle_uno", "CANDLE Uno drug-response MLP (cell + drug feature sub-networks), training or inference.",
+       (_size(_sizes.UNO_SIZES, "full"), _MODE,
+        Param("drugs", int, 1, "drugs per sample: 1 (single-drug response) or 2 (drug pairs)", (1, 2))),
+       {"batch_size": 32},
+       "FLOPs: 2 per multiply-add of every linear layer (38.5 MFLOP per sample forward at size full).")
 
 from workloads.models import llama_configs as _llama  # noqa: E402  (pure Python)
 

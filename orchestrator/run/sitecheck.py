@@ -299,6 +299,22 @@ def _runs_here(launcher: Mapping[str, Any]) -> bool:
     return True
 
 
+def _rehearse_systems(data: dict[str, Any], name: str, python: str, changes: list[str], scheduler: str,
+                      why_not: str) -> None:
+    """Each system of the site rehearsed as the site is; one of another scheduler is left out (said why)."""
+    systems = data.get("systems") or {}
+    kept: dict[str, Any] = {}
+    for sys_name, overrides in systems.items():
+        overrides = dict(overrides or {})
+        if overrides.get("scheduler", scheduler) != scheduler:
+            changes.append(f"{name}:{sys_name}: left out ({overrides.get('scheduler')}: {why_not})")
+            continue
+        _rehearse(overrides, f"{name}:{sys_name}", python, changes, top=False, scheduler=scheduler)
+        kept[sys_name] = overrides
+    if systems:
+        data["systems"] = kept
+
+
 def _rehearse(section: dict[str, Any], label: str, python: str, changes: list[str], top: bool,
               scheduler: str = "slurm") -> None:
     device = section.get("device")
@@ -379,17 +395,7 @@ def rehearsal_profile(site: str, sites_dirs: list[Path] | None = None,
     if env.get("MASTER_ADDR") != "127.0.0.1":
         env["MASTER_ADDR"] = "127.0.0.1"
         changes.append(f"{name}: env MASTER_ADDR -> 127.0.0.1 (the twin's virtual nodes are this host)")
-    systems = data.get("systems") or {}
-    kept: dict[str, Any] = {}
-    for sys_name, overrides in systems.items():
-        overrides = dict(overrides or {})
-        if overrides.get("scheduler", "slurm") != "slurm":
-            changes.append(f"{name}:{sys_name}: left out ({overrides.get('scheduler')}: no twin)")
-            continue
-        _rehearse(overrides, f"{name}:{sys_name}", python, changes, top=False)
-        kept[sys_name] = overrides
-    if systems:
-        data["systems"] = kept
+    _rehearse_systems(data, name, python, changes, "slurm", "no twin")
     data["description"] = f"Twin rehearsal of {name}: its batch directives, this machine's CPU. " + str(
         data.get("description", ""))
     data["node_local_ok"] = True  # the twin's virtual nodes run on this host: they see its /tmp
@@ -419,17 +425,7 @@ PBS_REHEARSAL_DOES_NOT_PROVE = (
 def _pbs_rehearsal(name: str, path: Path, data: dict[str, Any], python: str) -> tuple[str, str, list[str]]:
     changes: list[str] = []
     _rehearse(data, name, python, changes, top=True, scheduler="pbs")
-    systems = data.get("systems") or {}
-    kept: dict[str, Any] = {}
-    for sys_name, overrides in systems.items():
-        overrides = dict(overrides or {})
-        if overrides.get("scheduler", "pbs") != "pbs":
-            changes.append(f"{name}:{sys_name}: left out ({overrides.get('scheduler')}: not PBS)")
-            continue
-        _rehearse(overrides, f"{name}:{sys_name}", python, changes, top=False, scheduler="pbs")
-        kept[sys_name] = overrides
-    if systems:
-        data["systems"] = kept
+    _rehearse_systems(data, name, python, changes, "pbs", "not PBS")
     data["description"] = f"PBS rehearsal of {name} on this machine: its batch directives, this CPU. " + str(
         data.get("description", ""))
     data["node_local_ok"] = True  # the PBS server or emulator here runs jobs on this host

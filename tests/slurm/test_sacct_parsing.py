@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator.run.executors.base import FailureClass, JobRequest, JobState
-from orchestrator.run.executors.slurm import (
-    array_wrapper_text,
+from orchestrator.run.executors.slurm import array_wrapper_text, parse_directives
+from orchestrator.run.executors.slurm_outputs import (
     classify,
     expand_job_id,
     is_transient_sbatch_error,
     job_infos,
-    parse_directives,
     parse_elapsed,
     parse_exit_code,
     parse_rss_mb,

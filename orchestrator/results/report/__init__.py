@@ -1,7 +1,7 @@
 """``orch report``: the studies' figures from what the database holds, in one offline page.
 
     source.py   which views and columns exist; the sweep filter; labels
-    figures.py  one builder per figure, reading its view with SQL (or saying why not drawn)
+    figures/    one builder per figure, reading its view with SQL (or saying why not drawn)
     draw.py     matplotlib (Agg): the figure, its SVG for the page, SVG and PNG files
     page.py     provenance of the runs behind the marks; the HTML (report/templates/report.html.j2)
 

@@ -223,26 +223,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def body(argv: Sequence[str] | None) -> None:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        with open(args.source, encoding="utf-8", errors="replace") as handle:
-            parsed = parse(handle.read())
-        metrics, step_times, warm = figures(parsed, args.warmup, args.batch_size, args.seq_len)
-        vendor = {"tool": "Cerebras model zoo run.py CSX", "source": _SOURCE,
-                  "definitions": {
-                      "vendor_global_rate_samples_per_s": "the zoo's GlobalRate: samples since 'Beginning appliance "
-                                                          "run' / time since then (warm-up included)",
-                      "vendor_rate_samples_per_s": "the zoo's Rate: a smoothed rate over recent steps",
-                      "vendor_processed_samples_per_s": "Processed N samples in T seconds: T from the start of the "
-                                                        "appliance run to the end of training "
-                                                        "(checkpointing included)"}}
-        doc = metricsdoc.document(args=args, device_type="wse", metrics=metrics, warmup_steps=warm,
-                                  step_times=step_times, vendor=vendor,
-                                  params={"global_batch_size": args.batch_size})
-        metricsdoc.write_atomic(args.output, doc)
+    return metricsdoc.convert(argv, build_parser(), _document)
 
-    return metricsdoc.run(body, argv)
+
+def _document(args: argparse.Namespace, text: str) -> dict[str, Any]:
+    parsed = parse(text)
+    metrics, step_times, warm = figures(parsed, args.warmup, args.batch_size, args.seq_len)
+    vendor = {"tool": "Cerebras model zoo run.py CSX", "source": _SOURCE,
+              "definitions": {
+                  "vendor_global_rate_samples_per_s": "the zoo's GlobalRate: samples since 'Beginning appliance "
+                                                      "run' / time since then (warm-up included)",
+                  "vendor_rate_samples_per_s": "the zoo's Rate: a smoothed rate over recent steps",
+                  "vendor_processed_samples_per_s": "Processed N samples in T seconds: T from the start of the "
+                                                    "appliance run to the end of training "
+                                                    "(checkpointing included)"}}
+    return metricsdoc.document(args=args, device_type="wse", metrics=metrics, warmup_steps=warm,
+                               step_times=step_times, vendor=vendor,
+                               params={"global_batch_size": args.batch_size})
 
 
 if __name__ == "__main__":

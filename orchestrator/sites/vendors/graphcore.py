@@ -233,17 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def body(argv: Sequence[str] | None) -> None:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        with open(args.source, encoding="utf-8", errors="replace") as handle:
-            metrics, step_times, warm, info = figures(handle.read(), args.warmup, args.samples_per_step, args.seq_len)
-        vendor = {"tool": "Graphcore PopTorch example", "source": _PAGE, **info}
-        doc = metricsdoc.document(args=args, device_type="ipu", metrics=metrics, warmup_steps=warm,
-                                  step_times=step_times, vendor=vendor)
-        metricsdoc.write_atomic(args.output, doc)
+    return metricsdoc.convert(argv, build_parser(), _document)
 
-    return metricsdoc.run(body, argv)
+
+def _document(args: argparse.Namespace, text: str) -> dict[str, Any]:
+    metrics, step_times, warm, info = figures(text, args.warmup, args.samples_per_step, args.seq_len)
+    vendor = {"tool": "Graphcore PopTorch example", "source": _PAGE, **info}
+    return metricsdoc.document(args=args, device_type="ipu", metrics=metrics, warmup_steps=warm,
+                               step_times=step_times, vendor=vendor)
 
 
 if __name__ == "__main__":

@@ -134,19 +134,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def body(argv: Sequence[str] | None) -> None:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        with open(args.source, encoding="utf-8", errors="replace") as handle:
-            metrics, step_times = figures(handle.read())
-        vendor = {"tool": "GroqFlow proof point", "source": _SOURCE,
-                  "definitions": {"latency_s": "GroqFlow benchmark() end-to-end latency at batch 1",
-                                  "vendor_on_chip_latency_s": "GroqFlow estimate_performance() compute latency"}}
-        doc = metricsdoc.document(args=args, device_type="lpu", metrics=metrics, warmup_steps=0,
-                                  step_times=step_times, vendor=vendor, params={"batch_size": 1})
-        metricsdoc.write_atomic(args.output, doc)
+    return metricsdoc.convert(argv, build_parser(), _document)
 
-    return metricsdoc.run(body, argv)
+
+def _document(args: argparse.Namespace, text: str) -> dict[str, Any]:
+    metrics, step_times = figures(text)
+    vendor = {"tool": "GroqFlow proof point", "source": _SOURCE,
+              "definitions": {"latency_s": "GroqFlow benchmark() end-to-end latency at batch 1",
+                              "vendor_on_chip_latency_s": "GroqFlow estimate_performance() compute latency"}}
+    return metricsdoc.document(args=args, device_type="lpu", metrics=metrics, warmup_steps=0,
+                               step_times=step_times, vendor=vendor, params={"batch_size": 1})
 
 
 if __name__ == "__main__":

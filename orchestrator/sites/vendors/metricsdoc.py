@@ -1,8 +1,8 @@
 """The adapters' shared part: orch's definitions applied to what a vendor tool printed.
 
-Standard library only (adapters run in the vendor's environment). The document written is
-``orch.metrics/1`` exactly as :mod:`workloads.harness.metrics` writes it (same keys, same
-atomic write); the tests validate every adapter's file with
+Standard library only (adapters run in the vendor's environment), with the workloads' own
+metrics writer (:mod:`workloads.harness.metrics`, no torch): the document is ``orch.metrics/1``
+with the same time stamps, number cleaning and atomic write; the tests validate every adapter's file with
 :class:`orchestrator.results.metrics_schema.MetricsFile`.
 
 Definitions (the same as every orch workload, ``workloads/harness/timing.py``):
@@ -28,12 +28,10 @@ import math
 import os
 import statistics
 import sys
-import tempfile
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-SCHEMA = "orch.metrics/1"
+from workloads.harness.metrics import SCHEMA, clean_metrics, utc_now, write_atomic
+
 EXIT_NO_FIGURES = 3  # the log holds none of the lines the adapter reads
 
 
@@ -101,20 +99,6 @@ def parse_params(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def clean(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
-
-
 def document(*, args: argparse.Namespace, device_type: str, metrics: dict[str, Any], warmup_steps: int,
              step_times: Sequence[float], vendor: dict[str, Any], params: dict[str, Any] | None = None
              ) -> dict[str, Any]:
@@ -126,7 +110,7 @@ def document(*, args: argparse.Namespace, device_type: str, metrics: dict[str, A
         "precision": args.precision,
         "world_size": max(1, int(args.devices)),
         "device": {"type": device_type, "model": args.device_model or device_type, "count": max(1, int(args.devices))},
-        "metrics": {str(k): clean(v) for k, v in metrics.items()},
+        "metrics": clean_metrics(metrics),
         "timing": {"warmup_steps": int(warmup_steps), "timed_steps": max(1, len(step_times)),
                    "step_times_s": [float(t) for t in step_times]},
         "env": {"hostname": os.uname().nodename, "python": sys.version.split()[0]},
@@ -136,29 +120,16 @@ def document(*, args: argparse.Namespace, device_type: str, metrics: dict[str, A
     }
 
 
-def write_atomic(path: str | os.PathLike[str], doc: dict[str, Any]) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+def convert(argv: Sequence[str] | None, parser: argparse.ArgumentParser,
+            to_document: Callable[[argparse.Namespace, str], dict[str, Any]]) -> int:
+    """An adapter's run: the tool's output (``--from``) to orch's metrics file (``--output``). A log
+    without the figures, or a file that cannot be read or written, is one line on stderr and exit code 3."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(doc, handle, indent=2, allow_nan=False)
-            handle.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
-
-def run(main_body: Any, argv: Sequence[str] | None = None) -> int:
-    """Run an adapter's body; a log without the figures is one line on stderr and exit code 3."""
-    try:
-        main_body(argv)
-    except AdapterError as exc:
-        print(f"orch adapter: {exc}", file=sys.stderr)
-        return EXIT_NO_FIGURES
-    except OSError as exc:
+        args = parser.parse_args(argv)
+        with open(args.source, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+        write_atomic(args.output, to_document(args, text))
+    except (AdapterError, OSError) as exc:
         print(f"orch adapter: {exc}", file=sys.stderr)
         return EXIT_NO_FIGURES
     return 0

@@ -214,21 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def body(argv: Sequence[str] | None) -> None:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        with open(args.source, encoding="utf-8", errors="replace") as handle:
-            metrics, step_times, warm, info = figures(handle.read(), args.seq_len)
-        vendor = {"tool": "SambaFlow application (compile, then run --pef)", "source": _PAGES, **info,
-                  "definitions": {
-                      "vendor_mean_instance_samples_per_s": "mean of the instances' e2e samples_per_sec (the ALCF "
-                                                            "page's figure); samples_per_s is their total",
-                      "vendor_inner_loop_time_s": "the longest instance's inner train loop time (all steps)"}}
-        doc = metricsdoc.document(args=args, device_type="rdu", metrics=metrics, warmup_steps=warm,
-                                  step_times=step_times, vendor=vendor)
-        metricsdoc.write_atomic(args.output, doc)
+    return metricsdoc.convert(argv, build_parser(), _document)
 
-    return metricsdoc.run(body, argv)
+
+def _document(args: argparse.Namespace, text: str) -> dict[str, Any]:
+    metrics, step_times, warm, info = figures(text, args.seq_len)
+    vendor = {"tool": "SambaFlow application (compile, then run --pef)", "source": _PAGES, **info,
+              "definitions": {
+                  "vendor_mean_instance_samples_per_s": "mean of the instances' e2e samples_per_sec (the ALCF "
+                                                        "page's figure); samples_per_s is their total",
+                  "vendor_inner_loop_time_s": "the longest instance's inner train loop time (all steps)"}}
+    return metricsdoc.document(args=args, device_type="rdu", metrics=metrics, warmup_steps=warm,
+                               step_times=step_times, vendor=vendor)
 
 
 if __name__ == "__main__":
