@@ -33,11 +33,11 @@ LIMIT_BYTES = 64 * 2**20
 # What orch and DeepSpeed need that the GPU image lacks. typing-extensions is there, but pydantic
 # needs a recent one: carried so pip can upgrade it rather than fail offline.
 MISSING = ("pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions", "SQLAlchemy",
-           "alembic", "Mako", "submitit", "psycopg", "psycopg-binary", "hjson")
+           "alembic", "Mako", "submitit", "psycopg", "psycopg-binary", "hjson", "ruptures")
 # The GPU image's own packages that orch or DeepSpeed require (.library device notes, KINDS.md).
 PROVIDED = ("torch", "numpy", "matplotlib", "Jinja2", "MarkupSafe", "typer", "click", "rich", "PyYAML", "pyarrow",
             "cloudpickle", "einops", "msgpack", "ninja", "packaging", "psutil", "py-cpuinfo", "tqdm",
-            "greenlet", "shellingham", "markdown-it-py", "pygments", "typing-inspect", "nvidia-ml-py")
+            "greenlet", "shellingham", "markdown-it-py", "pygments", "typing-inspect", "nvidia-ml-py", "scipy")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64", "manylinux_2_34_x86_64", "manylinux_2_31_x86_64", "manylinux_2_24_x86_64")
 

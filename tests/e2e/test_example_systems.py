@@ -170,8 +170,11 @@ def test_d2_plans_mpt7b_on_a100_80_h100_and_gaudi2(planned: dict[str, Planned]) 
     runs = planned["D2-perf-per-dollar.yaml"].runs
     mpt7b = [r for r in runs if "model=mpt-7b" in r["params"].split()]
     seven = {r["site"] for r in mpt7b if r["status"] == "planned"}
-    assert {"baskerville:a100_80", "dgx:h100", "alcf-ai-testbed:gaudi"} <= seven, \
-        [(r["site"], r["reason"]) for r in mpt7b]
+    assert {"dgx:h100", "alcf-ai-testbed:gaudi"} <= seven, [(r["site"], r["reason"]) for r in mpt7b]
+    # The A100-80 row: Baskerville's documented PyTorch module (2.1.2) has no FSDP2 (issue 53, real
+    # use 3): its runs are refused with the reason, not planned to fail.
+    a100_80 = [r for r in mpt7b if r["site"] == "baskerville:a100_80"]
+    assert a100_80 and all(r["status"] == "skipped" and "needs torch >= 2.6" in r["reason"] for r in a100_80)
 
 
 def test_a_vendor_runner_refuses_a_strategy_it_does_not_honour() -> None:

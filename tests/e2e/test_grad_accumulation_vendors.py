@@ -11,7 +11,9 @@ from tests.conftest import REPO, run_orch
 from tests.e2e.test_example_systems import placeholder_env
 
 EXAMPLE = REPO / "examples" / "A-fig6bc-grad-accumulation.yaml"
-FLAGS = {"sambanova": "--gradient_accumulation_steps", "graphcore": "--gradient-accumulation"}
+# Each vendor's machine (the study's: the Testbed's SN30, and a POD16, study-setups.yaml 000-E8) and its flag.
+FLAGS = {"alcf-ai-testbed:sambanova": "--gradient_accumulation_steps", "graphcore-pod16": "--gradient-accumulation"}
+GAS = {"alcf-ai-testbed:sambanova": [1, 4, 8, 16], "graphcore-pod16": [16, 64, 256, 1024, 2048]}
 
 
 def sql(workdir: Path, query: str, env: dict[str, str]) -> list[dict]:
@@ -21,17 +23,20 @@ def sql(workdir: Path, query: str, env: dict[str, str]) -> list[dict]:
 def test_full_size_plans_every_gas_on_both_vendors(workdir: Path) -> None:
     env = placeholder_env()
     run_orch("plan", str(EXAMPLE), cwd=workdir, env=env, check=True)
-    runs = sql(workdir, "SELECT system, status, strategy, params, script FROM runs", env)
-    assert {r["system"] for r in runs} == {"sambanova", "graphcore"} and all(r["status"] == "planned" for r in runs)
-    assert {r["system"]: r["strategy"] for r in runs} == {"sambanova": "vendor-dp", "graphcore": "vendor-pipeline-dp"}
-    for system, flag in FLAGS.items():
-        mine = {json.loads(r["params"])["grad_accum"]: r["script"] for r in runs if r["system"] == system}
-        assert sorted(mine) == [1, 4, 8, 16, 32]
+    runs = sql(workdir, "SELECT site, system, status, strategy, params, script FROM runs", env)
+    for r in runs:
+        r["machine"] = f"{r['site']}:{r['system']}" if r["system"] else r["site"]
+    assert {r["machine"] for r in runs} == set(FLAGS) and all(r["status"] == "planned" for r in runs)
+    assert {r["machine"]: r["strategy"] for r in runs} == {"alcf-ai-testbed:sambanova": "vendor-dp",
+                                                           "graphcore-pod16": "vendor-pipeline-dp"}
+    for machine, flag in FLAGS.items():
+        mine = {json.loads(r["params"])["grad_accum"]: r["script"] for r in runs if r["machine"] == machine}
+        assert sorted(mine) == GAS[machine]
         for accum, script in mine.items():
-            if system == "sambanova" and accum == 1:
+            if machine == "alcf-ai-testbed:sambanova" and accum == 1:
                 assert flag not in script  # the documented command, unchanged
             else:
-                assert f"{flag} {accum} " in script, (system, accum)
+                assert f"{flag} {accum} " in script, (machine, accum)
 
 
 def test_tiny_variant_runs_with_the_workloads_accumulation_and_stores_the_loss(workdir: Path) -> None:

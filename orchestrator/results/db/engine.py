@@ -131,6 +131,7 @@ def make_engine(url: str | URL, read_only: bool = False) -> Engine:
     # more than one statement per call (MULTIPLE_STATEMENTS_REFUSED). psycopg2 has no extended
     # protocol: a read-only engine is refused on it.
     if parsed.get_driver_name() != "psycopg":
+        _create(url, parsed).dispose()  # an unknown or missing driver says so first (no connection is made)
         raise UserError(f"a read-only connection needs the psycopg (3) driver, not {parsed.drivername!r}: "
                         "use postgresql:// or postgresql+psycopg://")
     connect_args: dict[str, object] = {"options": "-c default_transaction_read_only=on", "prepare_threshold": 0}
