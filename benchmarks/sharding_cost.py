@@ -14,16 +14,15 @@ tensor and ZeRO-1/2 reduction, module comments). This script
 4. and, with ``--predict SWEEP``, the step the model gives each run of a sweep not run yet (the
    prepared gpt2-xl sweep): the held-out test, recorded in benchmarks/RESULTS.md before it runs.
 
-    python -m benchmarks.sharding_cost [--fit DIR] [--check DIR ...] [--predict SWEEP] [--write]
+    python -m benchmarks.sharding_cost [--fit DIR] [--check DIR ...] [--predict SWEEP]
 
-``--write`` puts the fitted constants into transformer.py (rounded to 2 significant figures).
+The fitted constants are copied into transformer.py by hand, rounded to 2 significant figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,20 +140,11 @@ def predict_sweep(path: Path, machine: Machine) -> None:
                           f"{'-' if step is None else f'{step * 1e3:.1f} ms'} |")
 
 
-def _write(values: dict[str, float]) -> None:
-    path = Path(transformer.__file__)
-    text = path.read_text()
-    for name, value in values.items():
-        text = re.sub(rf"^{name} = .*$", f"{name} = {float(f'{value:.2g}')!r}", text, count=1, flags=re.M)
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", type=Path, default=HERE / "2026-11-27-h200")
     parser.add_argument("--check", type=Path, nargs="*", default=[HERE / "2026-11-28-h200"])
     parser.add_argument("--predict", type=Path, default=HERE / "2026-11-28-h200" / "gpt2-xl-strategies.yaml")
-    parser.add_argument("--write", action="store_true", help="store the fitted constants in transformer.py")
     args = parser.parse_args()
     machine = _machine()
     stored = {name: getattr(transformer, name) for name in FAMILIES}
@@ -171,9 +161,6 @@ def main() -> None:
         setattr(transformer, name, value)
     if args.predict and args.predict.exists():
         predict_sweep(args.predict, machine)
-    if args.write:
-        _write(after)
-        print("\nwritten to", transformer.__file__)
 
 
 if __name__ == "__main__":
